@@ -1,0 +1,87 @@
+/* spry: a thread-scalable, low-waste general-purpose allocator for Linux.
+ *
+ * The prefixed API below is always available. When libspry.so is preloaded
+ * (LD_PRELOAD) or linked, the standard names (malloc, free, operator new...)
+ * are served by spry as well.
+ *
+ * Guarantees every function here keeps:
+ * - every block of 16 bytes or more is 16-byte aligned (8-byte blocks: 8);
+ * - failure returns NULL (or an error code) with errno set, never aborts;
+ * - a pointer spry did not allocate is recognised and handed to the
+ *   allocator that follows spry in the process (normally glibc's).
+ */
+#ifndef SPRY_H
+#define SPRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPRY_VERSION_MAJOR 0
+#define SPRY_VERSION_MINOR 1
+#define SPRY_VERSION_PATCH 0
+
+/* ---- allocation ------------------------------------------------------- */
+void  *spry_malloc(size_t size);
+void  *spry_calloc(size_t count, size_t size);
+/* realloc(NULL, n) == malloc(n); realloc(p, 0) frees p and returns NULL
+ * (glibc's behaviour). On failure p is left untouched. */
+void  *spry_realloc(void *p, size_t size);
+void  *spry_reallocarray(void *p, size_t count, size_t size);
+void   spry_free(void *p);
+/* free with the size the block was asked for (or any size between that and
+ * its usable size); a wrong size is a programming error. */
+void   spry_free_sized(void *p, size_t size);
+/* alignment: a power of two (any size for aligned_alloc, a multiple of
+ * sizeof(void*) for posix_memalign). EINVAL otherwise. */
+void  *spry_aligned_alloc(size_t alignment, size_t size);
+int    spry_posix_memalign(void **out, size_t alignment, size_t size);
+void  *spry_memalign(size_t alignment, size_t size);
+
+/* ---- introspection ----------------------------------------------------- */
+/* Bytes the block can really hold (>= the size asked for). O(1), no lock. */
+size_t spry_usable_size(const void *p);
+/* The usable size a request of `size` bytes gets. */
+size_t spry_good_size(size_t size);
+/* True when p is the start of a live or freed spry block range (O(1));
+ * false for pointers of other allocators. */
+bool   spry_owns(const void *p);
+
+/* ---- memory return ----------------------------------------------------- */
+/* Return every free page to the kernel now (all heaps), not after the
+ * purge delay. RSS really drops (MADV_DONTNEED). */
+void   spry_trim(void);
+
+/* ---- statistics -------------------------------------------------------- */
+typedef struct spry_stats {
+    size_t mapped;        /* address space reserved from the kernel        */
+    size_t committed;     /* memory that may be resident (mapped - purged) */
+    size_t committed_peak;
+    size_t in_use;        /* bytes in pages/blocks handed to heaps          */
+    size_t huge_in_use;   /* bytes in blocks that own whole segments        */
+    size_t purged_total;  /* bytes returned to the kernel so far            */
+    size_t purges;        /* madvise calls made                             */
+    size_t segments;      /* live 4 MiB segments                            */
+    size_t arenas;        /* kernel mappings made for the heap              */
+    size_t heaps;         /* thread heaps created (reused ones count once)  */
+    size_t heaps_abandoned;/* heaps of exited threads waiting for reuse     */
+    size_t foreign_frees; /* pointers of another allocator passed to free   */
+} spry_stats_t;
+
+void   spry_stats_get(spry_stats_t *out);
+/* Prints the statistics as text to the file descriptor (no stdio, no malloc). */
+void   spry_stats_print(int fd);
+
+/* ---- options ----------------------------------------------------------- */
+/* Options are read once from the environment (SPRY_*); see README.md.
+ * spry_option_get returns the value in force, or -1 for an unknown name. */
+long   spry_option_get(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPRY_H */

@@ -1,0 +1,134 @@
+/* The prefixed API: allocation, reallocation, alignment, sizes. */
+#include "../include/spry.h"
+#include "alloc_fast.h"
+#include "sizeclass.h"
+#include "segment.h"
+#include "foreign.h"
+#include "purge.h"
+#include "options.h"
+#include "init.h"
+#include <errno.h>
+#include <string.h>
+
+#define SPRY_API __attribute__((visibility("default")))
+
+SPRY_API void *spry_malloc(size_t n) { return spry_malloc_inline(n); }
+
+SPRY_API void spry_free(void *p) { spry_free_inline(p); }
+
+SPRY_API void spry_free_sized(void *p, size_t n) { (void)n; spry_free_inline(p); }
+
+/* The page of a spry block, or NULL for foreign pointers. */
+static spry_page_t *page_of_block(const void *p) {
+    unsigned k = spry_chunk_kind(p);
+    if (spry_likely(k == SPRY_CHUNK_SEGMENT)) return spry_page_of(spry_segment_of(p), p);
+    if (k == SPRY_CHUNK_ALIGNED) return &spry_aligned_huge_segment(p)->pages[1];
+    return NULL;
+}
+
+SPRY_API void *spry_calloc(size_t count, size_t size) {
+    size_t n;
+    if (spry_unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+    void *p = spry_malloc_inline(n);
+    if (spry_unlikely(!p)) return NULL;
+    if (n > SPRY_CLASS_MAX) {
+        /* Large and huge blocks fresh from the kernel are zero already. */
+        spry_page_t *page = page_of_block(p);
+        if (page->is_zero) return p;
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+SPRY_API size_t spry_usable_size(const void *p) {
+    if (!p) return 0;
+    spry_page_t *page = page_of_block(p);
+    if (spry_likely(page != NULL)) return page->block_size;
+    return spry_foreign_usable_size((void *)p);
+}
+
+SPRY_API size_t spry_good_size(size_t n) {
+    if (n > SPRY_ALLOC_MAX) return n;
+    return spry_good_size_of(n);
+}
+
+SPRY_API bool spry_owns(const void *p) {
+    return p && page_of_block(p) != NULL;
+}
+
+SPRY_API void *spry_realloc(void *p, size_t n) {
+    if (!p) return spry_malloc_inline(n);
+    if (n == 0) { spry_free_inline(p); return NULL; }      /* glibc's choice */
+    spry_page_t *page = page_of_block(p);
+    if (!page) return spry_foreign_realloc(p, n);
+    if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
+    size_t old = page->block_size;
+    if (page->kind == SPRY_PAGE_HUGE) {
+        /* Huge blocks grow into the rest of their run and shrink in place
+         * (the tail is purged); only a fall below huge sizes moves. */
+        if (n > SPRY_LARGE_MAX && spry_huge_resize(spry_segment_of(page), n)) {
+            page->block_size = spry_good_size_of(n);
+            return p;
+        }
+    } else if (n <= old && n > old / 2) {
+        return p;      /* fits, and not so much smaller that memory is wasted */
+    }
+    /* Move. A shrink to a much smaller size moves too, so the big block is
+     * reused (seed 000: 3 M strings grown to 20 KB, shrunk to 1 byte). */
+    void *q = spry_malloc_inline(n);
+    if (!q) return NULL;                 /* p is untouched */
+    memcpy(q, p, old < n ? old : n);
+    spry_free_inline(p);
+    return q;
+}
+
+SPRY_API void *spry_reallocarray(void *p, size_t count, size_t size) {
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+    return spry_realloc(p, n);
+}
+
+static void *aligned_alloc_checked(size_t align, size_t n) {
+    if (align <= 8) return spry_malloc_inline(n);
+    if (align <= 16) return spry_malloc_inline(n < 16 ? 16 : n);
+    return spry_heap_malloc_aligned(spry_tls_heap, n, align);
+}
+
+static bool is_pow2(size_t a) { return a && (a & (a - 1)) == 0; }
+
+SPRY_API void *spry_aligned_alloc(size_t align, size_t n) {
+    if (!is_pow2(align)) { errno = EINVAL; return NULL; }
+    return aligned_alloc_checked(align, n);
+}
+
+SPRY_API void *spry_memalign(size_t align, size_t n) {
+    /* glibc rounds an alignment that is not a power of two up to one. */
+    if (align > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
+    if (!is_pow2(align)) {
+        size_t a = 1;
+        while (a < align) a <<= 1;
+        align = a;
+    }
+    return aligned_alloc_checked(align, n);
+}
+
+SPRY_API int spry_posix_memalign(void **out, size_t align, size_t n) {
+    if (!is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = aligned_alloc_checked(align, n);
+    if (!p) { errno = saved; return ENOMEM; }
+    *out = p;
+    return 0;
+}
+
+SPRY_API void spry_trim(void) {
+    spry_init();
+    spry_heap_t *heap = spry_tls_heap;
+    if (heap != &spry_empty_heap) spry_heap_collect(heap, true);
+    spry_purge_all();
+}
+
+SPRY_API long spry_option_get(const char *name) {
+    spry_init();
+    return spry_options_lookup(name);
+}

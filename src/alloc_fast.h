@@ -1,0 +1,53 @@
+/* The fast paths of malloc and free, inlined into every entry point
+ * (spry_malloc, malloc, operator new, ...).
+ *
+ *   malloc(n) ── n <= 1 KiB and the class page has a free block ──> pop, done
+ *        └── otherwise ──> spry_heap_malloc (heap.c, noinline)
+ *   free(p) ── p in a spry segment, page owned by this thread's heap,
+ *        │     page not full ──> push on local_free, used--, done
+ *        ├── used reached 0 ──> spry_page_empty (heap.c)
+ *        ├── other owner / full page / huge ──> spry_free_slow (free.c)
+ *        └── NULL, foreign, >= 4 MiB-aligned huge ──> spry_free_special
+ *
+ * No lock, no atomic read-modify-write, no syscall on either fast path. */
+#ifndef SPRY_ALLOC_FAST_H
+#define SPRY_ALLOC_FAST_H
+
+#include "types.h"
+#include "heap.h"
+
+void spry_free_slow(spry_page_t *page, void *p);
+void spry_free_special(void *p);
+
+static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
+    spry_heap_t *heap = spry_tls_heap;
+    if (spry_likely(n <= SPRY_SMALL_MAX)) {
+        spry_page_t *page = heap->direct[(n + 7) >> 3];
+        spry_block_t *b = page->free;
+        if (spry_likely(b != NULL)) {
+            page->free = b->next;
+            page->used++;
+            return b;
+        }
+    }
+    return spry_heap_malloc(heap, n);
+}
+
+static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
+    if (spry_unlikely(spry_chunk_kind(p) != SPRY_CHUNK_SEGMENT)) {
+        spry_free_special(p);
+        return;
+    }
+    spry_page_t *page = spry_page_of(spry_segment_of(p), p);
+    spry_heap_t *heap = spry_tls_heap;
+    if (spry_unlikely(page->key != (uintptr_t)heap)) {
+        spry_free_slow(page, p);
+        return;
+    }
+    spry_block_t *b = p;
+    b->next = page->local_free;
+    page->local_free = b;
+    if (spry_unlikely(--page->used == 0)) spry_page_empty(heap, page);
+}
+
+#endif

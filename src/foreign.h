@@ -1,0 +1,15 @@
+/* Pointers spry did not allocate (glibc's before spry was loaded, or a
+ * second allocator's) go to the allocator that follows spry in the symbol
+ * lookup order, found once with dlsym(RTLD_NEXT). */
+#ifndef SPRY_FOREIGN_H
+#define SPRY_FOREIGN_H
+
+#include <stddef.h>
+
+void   spry_foreign_free(void *p);
+size_t spry_foreign_usable_size(void *p);
+void  *spry_foreign_realloc(void *p, size_t n);
+/* Invalid pointer given to free/realloc: report it (no abort, no damage). */
+void   spry_report_invalid(const char *what, const void *p);
+
+#endif

@@ -1,0 +1,49 @@
+/* The slow paths of free; the fast path is in alloc_fast.h. */
+#include "alloc_fast.h"
+#include "page.h"
+#include "segment.h"
+#include "foreign.h"
+
+/* True when p is the start of a block of the page (checked off the fast
+ * path only: a wrong pointer is reported instead of corrupting a list). */
+static bool block_start_ok(const spry_page_t *page, const void *p) {
+    const uint8_t *b = p;
+    if (b < page->start) return false;
+    size_t off = (size_t)(b - page->start);
+    if (page->kind == SPRY_PAGE_CLASS)
+        return off % page->block_size == 0 && off / page->block_size < page->capacity;
+    return off == 0;
+}
+
+void spry_free_slow(spry_page_t *page, void *p) {
+    spry_heap_t *heap = spry_tls_heap;
+    if ((page->key & ~SPRY_KEY_FULL) == (uintptr_t)heap && heap != &spry_empty_heap) {
+        spry_heap_free_full(heap, page, p);
+        return;
+    }
+    switch (page->kind) {
+    case SPRY_PAGE_HUGE:
+        if (!block_start_ok(page, p)) break;
+        spry_huge_free(spry_segment_of(p));
+        return;
+    case SPRY_PAGE_CLASS:
+    case SPRY_PAGE_LARGE:
+        if (!block_start_ok(page, p)) break;
+        spry_page_remote_free(page, p);
+        return;
+    default:
+        break;
+    }
+    spry_report_invalid("free", p);
+}
+
+void spry_free_special(void *p) {
+    if (!p) return;
+    if (spry_chunk_kind(p) == SPRY_CHUNK_ALIGNED) {
+        spry_segment_t *seg = spry_aligned_huge_segment(p);
+        if (seg->pages[1].start == p) { spry_huge_free(seg); return; }
+        spry_report_invalid("free", p);
+        return;
+    }
+    spry_foreign_free(p);
+}

@@ -1,0 +1,329 @@
+/* Thread heaps; see heap.h and the ownership rules in types.h.
+ *
+ * Queues: heap->queues[c] lists the pages of class c that may have free
+ * blocks; queues[c].first is the page malloc pops from, mirrored in direct[]
+ * for sizes up to SMALL_MAX. A page found with nothing to give is unlinked and
+ * its key gets SPRY_KEY_FULL, so that the next free of one of its blocks by
+ * the owner takes the slow path and links it back (spry_heap_free_full).
+ *
+ * Locks: heaps_lock guards the list of all heaps and the dormant list; it is
+ * taken on thread start and exit only. */
+#define _GNU_SOURCE
+#include "heap.h"
+#include "page.h"
+#include "segment.h"
+#include "sizeclass.h"
+#include "arena.h"
+#include "purge.h"
+#include "stats.h"
+#include "init.h"
+#include <errno.h>
+#include <string.h>
+
+spry_page_t spry_empty_page;
+spry_heap_t spry_empty_heap = {
+    .direct = { [0 ... SPRY_DIRECT_SLOTS - 1] = &spry_empty_page },
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+};
+__thread spry_heap_t *spry_tls_heap __attribute__((tls_model("initial-exec"))) = &spry_empty_heap;
+
+static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static spry_heap_t *heaps_all;       /* every heap ever made (never freed) */
+static spry_heap_t *heaps_dormant;   /* heaps of exited threads            */
+static pthread_key_t heap_key;
+
+/* ---- queues ------------------------------------------------------------ */
+
+static void direct_update(spry_heap_t *heap, unsigned c) {
+    size_t size = spry_class_size(c);
+    if (size > SPRY_SMALL_MAX) return;
+    spry_page_t *page = heap->queues[c].first ? heap->queues[c].first : &spry_empty_page;
+    size_t lo = c == 0 ? 0 : spry_class_size(c - 1) / 8 + 1;
+    for (size_t w = lo; w <= size / 8; w++) heap->direct[w] = page;
+}
+
+static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
+    spry_page_queue_t *q = &heap->queues[page->class_idx];
+    page->prev = NULL;
+    page->next = q->first;
+    if (q->first) q->first->prev = page; else q->last = page;
+    q->first = page;
+    direct_update(heap, page->class_idx);
+}
+
+static void queue_remove(spry_heap_t *heap, spry_page_t *page) {
+    spry_page_queue_t *q = &heap->queues[page->class_idx];
+    bool was_first = q->first == page;
+    if (page->prev) page->prev->next = page->next; else q->first = page->next;
+    if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+    page->next = page->prev = NULL;
+    if (was_first) direct_update(heap, page->class_idx);
+}
+
+/* ---- pages becoming empty or full -------------------------------------- */
+
+/* An empty page that heads its queue and spans one slice is kept: a thread
+ * that mallocs and frees one block in a loop would otherwise take and return
+ * a span every time. Anything else goes back to its segment (the memory is
+ * purged after the delay). A page still queued in the inbox waits for the
+ * drain, which will see it empty. */
+void spry_page_empty(spry_heap_t *heap, spry_page_t *page) {
+    if (atomic_load_explicit(&page->xfree, memory_order_acquire) & 1) return;
+    if (page->kind == SPRY_PAGE_CLASS) {
+        if (page->key & SPRY_KEY_FULL) {
+            page->key = (uintptr_t)heap;
+        } else {
+            if (heap->queues[page->class_idx].first == page && page->slice_count == 1) return;
+            queue_remove(heap, page);
+        }
+    }
+    spry_span_free(heap, page);
+    spry_purge_notify();
+}
+
+void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+    b->next = page->local_free;
+    page->local_free = b;
+    if (page->kind == SPRY_PAGE_CLASS && (page->key & SPRY_KEY_FULL)) {
+        page->key = (uintptr_t)heap;
+        queue_push_front(heap, page);
+    }
+    if (--page->used == 0) spry_page_empty(heap, page);
+}
+
+/* Pages that other threads freed blocks into since the last drain. */
+static void heap_drain_inbox(spry_heap_t *heap) {
+    spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
+    while (page) {
+        spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
+        /* Clearing the QUEUED bit lets the next remote free queue it again. */
+        uintptr_t head = atomic_exchange_explicit(&page->xfree, 0, memory_order_acquire);
+        spry_block_t *list = (spry_block_t *)(head & ~(uintptr_t)1);
+        if (list) {
+            uint32_t n = 1;
+            spry_block_t *t = list;
+            while (t->next) { t = t->next; n++; }
+            t->next = page->local_free;
+            page->local_free = list;
+            page->used -= n;
+            if (page->kind == SPRY_PAGE_CLASS && (page->key & SPRY_KEY_FULL) && page->used > 0) {
+                page->key = (uintptr_t)heap;
+                queue_push_front(heap, page);
+            }
+        }
+        if (page->used == 0) spry_page_empty(heap, page);
+        page = next;
+    }
+}
+
+/* ---- allocation --------------------------------------------------------- */
+
+static void *page_pop(spry_page_t *page) {
+    spry_block_t *b = page->free;
+    page->free = b->next;
+    page->used++;
+    return b;
+}
+
+static void *class_alloc(spry_heap_t *heap, unsigned c) {
+    spry_page_queue_t *q = &heap->queues[c];
+    spry_page_t *page = q->first;
+    while (page) {
+        if (!page->free) spry_page_refill(page);
+        if (page->free) {
+            if (page != q->first) { queue_remove(heap, page); queue_push_front(heap, page); }
+            return page_pop(page);
+        }
+        spry_page_t *next = page->next;
+        queue_remove(heap, page);
+        page->key = (uintptr_t)heap | SPRY_KEY_FULL;
+        page = next;
+    }
+    page = spry_span_alloc(heap, spry_class_slices(c));
+    if (!page) return NULL;
+    spry_page_init_class(heap, page, c);
+    spry_page_refill(page);
+    queue_push_front(heap, page);
+    return page_pop(page);
+}
+
+static void *large_alloc(spry_heap_t *heap, size_t n) {
+    unsigned slices = (unsigned)((n + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
+    spry_page_t *page = spry_span_alloc(heap, slices);
+    if (!page) return NULL;
+    page->kind = SPRY_PAGE_LARGE;
+    page->class_idx = 0;
+    page->block_size = (size_t)slices * SPRY_SLICE_SIZE;
+    page->reserved = page->capacity = page->used = 1;
+    page->free = page->local_free = NULL;
+    page->next = page->prev = NULL;
+    atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
+    page->key = (uintptr_t)heap;
+    return page->start;
+}
+
+void *spry_heap_malloc(spry_heap_t *heap, size_t n) {
+    if (spry_unlikely(heap == &spry_empty_heap)) {
+        heap = spry_heap_acquire();
+        if (!heap) { errno = ENOMEM; return NULL; }
+    }
+    if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
+    if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) heap_drain_inbox(heap);
+    if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
+        spry_heap_collect(heap, true);
+    spry_purge_poll();
+    void *p;
+    if (n <= SPRY_CLASS_MAX) p = class_alloc(heap, spry_class_of(n));
+    else if (n <= SPRY_LARGE_MAX) p = large_alloc(heap, n);
+    else p = spry_huge_alloc(n, 0, false);
+    if (!p) errno = ENOMEM;
+    return p;
+}
+
+/* Alignment by choice of size, never by offset inside a block, so that every
+ * pointer spry returns is a block start (free needs no search):
+ *  - a class page starts on a 64 KiB boundary and its blocks sit at multiples
+ *    of the block size, so a class whose size is a multiple of `align` gives
+ *    aligned blocks (power-of-two classes exist at every doubling);
+ *  - large spans are 64 KiB aligned; huge blocks place themselves. */
+void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
+    if (n > SPRY_ALLOC_MAX) { errno = ENOMEM; return NULL; }
+    if (align <= SPRY_SLICE_SIZE) {
+        size_t want = n < align ? align : n;
+        if (want <= SPRY_CLASS_MAX) {
+            unsigned c = spry_class_of(want);
+            while (spry_class_size(c) % align) c++;
+            return spry_heap_malloc(heap, spry_class_size(c));
+        }
+        if (want <= SPRY_LARGE_MAX) return spry_heap_malloc(heap, want);
+    }
+    if (heap == &spry_empty_heap && !spry_heap_acquire()) { errno = ENOMEM; return NULL; }
+    void *p = spry_huge_alloc(n, align, false);
+    if (!p) errno = ENOMEM;
+    return p;
+}
+
+/* ---- heap life ---------------------------------------------------------- */
+
+static void heap_thread_exit(void *arg) {
+    spry_heap_t *heap = arg;
+    /* Frees made after this point (later destructors) go the remote way. */
+    spry_tls_heap = &spry_empty_heap;
+    spry_heap_collect(heap, true);
+    pthread_mutex_lock(&heaps_lock);
+    heap->is_dormant = 1;
+    heap->dormant_next = heaps_dormant;
+    heaps_dormant = heap;
+    pthread_mutex_unlock(&heaps_lock);
+    spry_stat_add(&spry_stat.heaps_abandoned, 1);
+    spry_purge_notify();
+}
+
+void spry_heaps_init(void) {
+    pthread_key_create(&heap_key, heap_thread_exit);
+}
+
+spry_heap_t *spry_heap_acquire(void) {
+    spry_init();
+    spry_heap_t *heap;
+    pthread_mutex_lock(&heaps_lock);
+    heap = heaps_dormant;
+    if (heap) {
+        heaps_dormant = heap->dormant_next;
+        heap->dormant_next = NULL;
+        heap->is_dormant = 0;
+    }
+    pthread_mutex_unlock(&heaps_lock);
+    if (heap) {
+        spry_stat_sub(&spry_stat.heaps_abandoned, 1);
+    } else {
+        heap = spry_meta_alloc(sizeof *heap);
+        if (!heap) return NULL;
+        for (size_t w = 0; w < SPRY_DIRECT_SLOTS; w++) heap->direct[w] = &spry_empty_page;
+        pthread_mutex_init(&heap->lock, NULL);
+        pthread_mutex_lock(&heaps_lock);
+        heap->all_next = heaps_all;
+        heaps_all = heap;
+        pthread_mutex_unlock(&heaps_lock);
+        spry_stat_add(&spry_stat.heaps, 1);
+    }
+    spry_tls_heap = heap;
+    pthread_setspecific(heap_key, heap);
+    return heap;
+}
+
+void spry_heap_collect(spry_heap_t *heap, bool release_retained) {
+    atomic_store_explicit(&heap->trim_request, 0, memory_order_relaxed);
+    heap_drain_inbox(heap);
+    if (!release_retained) return;
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+        spry_page_t *page = heap->queues[c].first;
+        while (page) {
+            spry_page_t *next = page->next;
+            spry_page_collect_remote(page);
+            if (page->used == 0 && !(atomic_load_explicit(&page->xfree, memory_order_acquire) & 1)) {
+                queue_remove(heap, page);
+                spry_span_free(heap, page);
+            }
+            page = next;
+        }
+    }
+}
+
+bool spry_heaps_purge(bool force) {
+    bool waiting = false;
+    /* Dormant heaps have no owner: claim them all, collect what other threads
+     * freed into them, and put them back. */
+    pthread_mutex_lock(&heaps_lock);
+    spry_heap_t *dormant = heaps_dormant;
+    heaps_dormant = NULL;
+    pthread_mutex_unlock(&heaps_lock);
+    spry_heap_t *last = NULL;
+    for (spry_heap_t *h = dormant; h; h = h->dormant_next) {
+        spry_heap_collect(h, true);
+        last = h;
+    }
+    if (last) {
+        pthread_mutex_lock(&heaps_lock);
+        last->dormant_next = heaps_dormant;
+        heaps_dormant = dormant;
+        pthread_mutex_unlock(&heaps_lock);
+    }
+    pthread_mutex_lock(&heaps_lock);
+    spry_heap_t *all = heaps_all;
+    pthread_mutex_unlock(&heaps_lock);
+    /* heaps_all only grows at its head, so this walk is safe unlocked. */
+    for (spry_heap_t *h = all; h; h = h->all_next) {
+        if (!h->segments) continue;
+        if (spry_heap_purge_spans(h, force)) waiting = true;
+        if (force && !h->is_dormant) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
+    }
+    return waiting;
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+void spry_heaps_fork_prepare(void) {
+    pthread_mutex_lock(&heaps_lock);
+    for (spry_heap_t *h = heaps_all; h; h = h->all_next) pthread_mutex_lock(&h->lock);
+}
+
+void spry_heaps_fork_parent(void) {
+    for (spry_heap_t *h = heaps_all; h; h = h->all_next) pthread_mutex_unlock(&h->lock);
+    pthread_mutex_unlock(&heaps_lock);
+}
+
+/* In the child only the forking thread lives on: every other live heap
+ * becomes dormant, so its memory is reused rather than lost. */
+void spry_heaps_fork_child(void) {
+    pthread_mutex_init(&heaps_lock, NULL);
+    for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
+        pthread_mutex_init(&h->lock, NULL);
+        if (h != spry_tls_heap && !h->is_dormant) {
+            h->is_dormant = 1;
+            h->dormant_next = heaps_dormant;
+            heaps_dormant = h;
+            spry_stat_add(&spry_stat.heaps_abandoned, 1);
+        }
+    }
+}

@@ -1,0 +1,31 @@
+/* Thread heaps: the slow path of malloc, page queues, the inbox of remote
+ * frees, and the life of a heap across thread exit (dormant, then reused by
+ * the next new thread). */
+#ifndef SPRY_HEAP_H
+#define SPRY_HEAP_H
+
+#include "types.h"
+
+/* malloc's slow path: first call of a thread, empty page, or n > SMALL_MAX.
+ * n <= SPRY_ALLOC_MAX is not assumed. NULL + ENOMEM on failure. */
+void *spry_heap_malloc(spry_heap_t *heap, size_t n);
+/* Allocation of n bytes aligned to `align` (a power of two > 16). */
+void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
+/* The owner frees a block of a page whose key says FULL. */
+void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
+/* The owner saw page->used drop to 0. */
+void  spry_page_empty(spry_heap_t *heap, spry_page_t *page);
+/* The calling thread's heap, creating or reusing one; NULL if out of memory. */
+spry_heap_t *spry_heap_acquire(void);
+/* Collects remote frees and returns every empty page of a heap the caller
+ * owns (its own, or a dormant one it claimed). */
+void  spry_heap_collect(spry_heap_t *heap, bool release_retained);
+/* The purge thread's pass over all heaps; true while memory waits. */
+bool  spry_heaps_purge(bool force);
+
+void  spry_heaps_fork_prepare(void);
+void  spry_heaps_fork_parent(void);
+void  spry_heaps_fork_child(void);
+void  spry_heaps_init(void);
+
+#endif

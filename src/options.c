@@ -1,0 +1,88 @@
+/* The one table of options. Each is read from its environment variable the
+ * first time spry initialises; values are plain decimal integers. A bad value
+ * keeps the default and says so on stderr. */
+#include "options.h"
+#include "os.h"
+#include "fmt.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct option_desc {
+    const char *name;       /* environment variable */
+    long        def;
+    long        min, max;
+    const char *doc;
+} option_desc_t;
+
+static const option_desc_t option_table[SPRY_OPT_COUNT] = {
+    [SPRY_OPT_PURGE_DELAY_MS] = { "SPRY_PURGE_DELAY_MS", 250, 0, 3600000,
+        "free memory older than this goes back to the kernel (MADV_DONTNEED)" },
+    [SPRY_OPT_PURGE_THREAD]   = { "SPRY_PURGE_THREAD", 1, 0, 1,
+        "1: a background thread returns memory of idle programs; 0: only on allocator calls" },
+    [SPRY_OPT_STATS]          = { "SPRY_STATS", 0, 0, 1,
+        "1: print statistics to stderr at exit" },
+    [SPRY_OPT_THP]            = { "SPRY_THP", 0, 0, 1,
+        "1: allow transparent huge pages for huge blocks (may raise RSS)" },
+    [SPRY_OPT_ARENA_MB]       = { "SPRY_ARENA_MB", 64, 4, 1024,
+        "size of the first address-space reservation; later ones double up to 1 GiB" },
+    [SPRY_OPT_VERBOSE]        = { "SPRY_VERBOSE", 0, 0, 1,
+        "1: report errors (bad options, refused mappings) on stderr" },
+};
+
+long spry_options[SPRY_OPT_COUNT];
+
+static bool option_parse(const char *s, long *out) {
+    if (!s || !*s) return false;
+    long v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        if (v > 100000000L) return false;
+        v = v * 10 + (*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+void spry_options_init(void) {
+    for (int i = 0; i < SPRY_OPT_COUNT; i++) {
+        const option_desc_t *d = &option_table[i];
+        long v = d->def;
+        /* getenv neither allocates nor locks. */
+        const char *s = getenv(d->name);
+        if (s) {
+            long parsed;
+            if (option_parse(s, &parsed) && parsed >= d->min && parsed <= d->max) {
+                v = parsed;
+            } else {
+                spry_fmt_t f; spry_fmt_init(&f);
+                spry_fmt_str(&f, "spry: ignoring "); spry_fmt_str(&f, d->name);
+                spry_fmt_str(&f, "="); spry_fmt_str(&f, s);
+                spry_fmt_str(&f, " (want an integer in ");
+                spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");
+                spry_fmt_long(&f, d->max); spry_fmt_str(&f, ")\n");
+                spry_fmt_flush(&f, 2);
+            }
+        }
+        spry_options[i] = v;
+    }
+}
+
+long spry_options_lookup(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < SPRY_OPT_COUNT; i++) {
+        const char *n = option_table[i].name;
+        if (strcmp(name, n) == 0 || strcmp(name, n + 5) == 0) return spry_options[i];
+    }
+    return -1;
+}
+
+void spry_options_print(int fd) {
+    spry_fmt_t f; spry_fmt_init(&f);
+    for (int i = 0; i < SPRY_OPT_COUNT; i++) {
+        spry_fmt_str(&f, "  "); spry_fmt_str(&f, option_table[i].name);
+        spry_fmt_str(&f, "="); spry_fmt_long(&f, spry_options[i]);
+        spry_fmt_str(&f, "  # "); spry_fmt_str(&f, option_table[i].doc);
+        spry_fmt_str(&f, "\n");
+        spry_fmt_flush(&f, fd);
+    }
+}

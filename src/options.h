@@ -1,0 +1,25 @@
+/* spry's options: one table (options.c), read once from SPRY_* environment
+ * variables. */
+#ifndef SPRY_OPTIONS_H
+#define SPRY_OPTIONS_H
+
+typedef enum spry_option {
+    SPRY_OPT_PURGE_DELAY_MS,
+    SPRY_OPT_PURGE_THREAD,
+    SPRY_OPT_STATS,
+    SPRY_OPT_THP,
+    SPRY_OPT_ARENA_MB,
+    SPRY_OPT_VERBOSE,
+    SPRY_OPT_COUNT
+} spry_option_t;
+
+/* Value in force; options_init must have run (spry_init does it). */
+extern long spry_options[SPRY_OPT_COUNT];
+#define spry_option(o) (spry_options[(o)])
+
+void spry_options_init(void);
+long spry_options_lookup(const char *name);
+/* Writes the table (name, value, doc) to fd; used by the stats printer. */
+void spry_options_print(int fd);
+
+#endif

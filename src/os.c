@@ -1,0 +1,116 @@
+/* Linux primitives; see os.h for the contracts. */
+#define _GNU_SOURCE
+#include "os.h"
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+void *spry_os_reserve(size_t size, size_t align) {
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    /* Over-map by the alignment and trim both ends: two munmaps once per
+     * arena, never on a hot path. */
+    size_t over = size + (align > 4096 ? align : 0);
+    if (over < size) { errno = ENOMEM; return NULL; }
+    void *p = mmap(NULL, over, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) { errno = ENOMEM; return NULL; }
+    uintptr_t base = (uintptr_t)p;
+    uintptr_t aligned = (base + align - 1) & ~(uintptr_t)(align - 1);
+    if (aligned > base) munmap(p, aligned - base);
+    uintptr_t end = base + over, want_end = aligned + size;
+    if (end > want_end) munmap((void *)want_end, end - want_end);
+    return (void *)aligned;
+}
+
+void spry_os_release(void *p, size_t size) {
+    munmap(p, size);
+}
+
+void spry_os_purge(void *p, size_t size) {
+    /* MADV_DONTNEED, not MADV_FREE: lazily freed pages still count in RSS
+     * until the kernel is under pressure, which users read as a leak. */
+    madvise(p, size, MADV_DONTNEED);
+}
+
+void spry_os_no_huge(void *p, size_t size) {
+    madvise(p, size, MADV_NOHUGEPAGE);
+}
+
+void spry_os_huge(void *p, size_t size) {
+    madvise(p, size, MADV_HUGEPAGE);
+}
+
+uint64_t spry_os_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void spry_os_write(int fd, const char *s, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        s += w; n -= (size_t)w;
+    }
+}
+
+/* Reads a small file into buf (NUL-terminated); no stdio, no malloc. */
+static long os_read_small(const char *path, char *buf, size_t cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    long n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0) return -1;
+    buf[n] = 0;
+    return n;
+}
+
+static long os_parse_long(const char **s) {
+    long v = 0;
+    while (**s >= '0' && **s <= '9') { v = v * 10 + (**s - '0'); (*s)++; }
+    return v;
+}
+
+int spry_os_cpu_count(void) {
+    int n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = 1;
+    /* cgroup v2: "max 100000" or "<quota> <period>" */
+    char buf[128];
+    if (os_read_small("/sys/fs/cgroup/cpu.max", buf, sizeof buf) > 0 && buf[0] != 'm') {
+        const char *s = buf;
+        long quota = os_parse_long(&s);
+        while (*s == ' ') s++;
+        long period = os_parse_long(&s);
+        if (quota > 0 && period > 0) {
+            long q = (quota + period - 1) / period;
+            if (q < n) n = (int)q;
+        }
+    }
+    return n;
+}
+
+void spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms) {
+    struct timespec ts, *tp = NULL;
+    if (timeout_ms >= 0) {
+        ts.tv_sec = timeout_ms / 1000;
+        ts.tv_nsec = (timeout_ms % 1000) * 1000000L;
+        tp = &ts;
+    }
+    syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, tp, NULL, 0);
+}
+
+void spry_os_wake(_Atomic(int) *addr) {
+    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void spry_os_sleep_ms(long ms) {
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}

@@ -1,0 +1,38 @@
+/* The one door to the kernel. Nothing else in spry calls mmap, munmap,
+ * madvise, futex or reads /proc and /sys.
+ *
+ * Contracts:
+ *  spry_os_reserve(size, align): a fresh read/write anonymous mapping of
+ *    `size` bytes (a multiple of 4 KiB) whose start is a multiple of `align`
+ *    (a power of two >= 4 KiB). Zero-filled, not yet resident. NULL with errno
+ *    ENOMEM when the kernel refuses. Release it with exactly (result, size).
+ *  spry_os_release(p, size): unmaps; p/size exactly as reserved.
+ *  spry_os_purge(p, size): the range stays mapped and reads back as zeros;
+ *    its memory is returned at once (MADV_DONTNEED, so RSS really drops).
+ *  spry_os_no_huge(p, size): asks the kernel not to back the range with
+ *    transparent huge pages (a sparse 4 MiB segment would become resident). */
+#ifndef SPRY_OS_H
+#define SPRY_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+
+void    *spry_os_reserve(size_t size, size_t align);
+void     spry_os_release(void *p, size_t size);
+void     spry_os_purge(void *p, size_t size);
+void     spry_os_no_huge(void *p, size_t size);
+void     spry_os_huge(void *p, size_t size);
+uint64_t spry_os_now_ms(void);
+void     spry_os_write(int fd, const char *s, size_t n);
+/* CPUs this process may run on: the affinity mask, capped by a cgroup v2
+ * cpu.max quota. */
+int      spry_os_cpu_count(void);
+/* Sleep on *addr while it equals `expected`, at most timeout_ms (<0: no
+ * limit). Wake one sleeper. */
+void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
+void     spry_os_wake(_Atomic(int) *addr);
+void     spry_os_sleep_ms(long ms);
+
+#endif

@@ -1,0 +1,137 @@
+/* The standard names: C malloc family, glibc's extensions and __libc_*
+ * aliases, and every C++ operator new/delete form. Active when libspry.so is
+ * preloaded or linked (or libspry.a linked). The fast paths are inlined here,
+ * so `malloc` costs what `spry_malloc` costs. */
+#define _GNU_SOURCE
+#include "../include/spry.h"
+#include "alloc_fast.h"
+#include "stats.h"
+#include "init.h"
+#include <errno.h>
+#include <malloc.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include "os.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define PAGE   4096u
+
+EXPORT void *malloc(size_t n)             { return spry_malloc_inline(n); }
+EXPORT void  free(void *p)                { spry_free_inline(p); }
+EXPORT void  cfree(void *p)               { spry_free_inline(p); }
+EXPORT void *calloc(size_t c, size_t n)   { return spry_calloc(c, n); }
+EXPORT void *realloc(void *p, size_t n)   { return spry_realloc(p, n); }
+EXPORT void *reallocarray(void *p, size_t c, size_t n) { return spry_reallocarray(p, c, n); }
+EXPORT void *memalign(size_t a, size_t n) { return spry_memalign(a, n); }
+EXPORT void *aligned_alloc(size_t a, size_t n) { return spry_aligned_alloc(a, n); }
+EXPORT int   posix_memalign(void **out, size_t a, size_t n) { return spry_posix_memalign(out, a, n); }
+EXPORT void *valloc(size_t n)             { return spry_memalign(PAGE, n); }
+EXPORT void *pvalloc(size_t n) {
+    size_t r = (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+    if (r < n) { errno = ENOMEM; return NULL; }
+    return spry_memalign(PAGE, r ? r : PAGE);
+}
+EXPORT size_t malloc_usable_size(void *p) { return spry_usable_size(p); }
+
+EXPORT int malloc_trim(size_t pad) { (void)pad; spry_trim(); return 1; }
+/* glibc tuning knobs do not apply to spry: accepted, ignored. */
+EXPORT int mallopt(int param, int value)  { (void)param; (void)value; return 1; }
+
+EXPORT struct mallinfo2 mallinfo2(void) {
+    spry_stats_t s;
+    spry_stats_get(&s);
+    struct mallinfo2 m;
+    memset(&m, 0, sizeof m);
+    m.arena = s.mapped;
+    m.hblks = 0;
+    m.hblkhd = s.huge_in_use;
+    m.uordblks = s.in_use;
+    m.fordblks = s.committed > s.in_use ? s.committed - s.in_use : 0;
+    m.keepcost = 0;
+    return m;
+}
+
+EXPORT struct mallinfo mallinfo(void) {
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo m;
+    memset(&m, 0, sizeof m);
+    m.arena = (int)m2.arena; m.hblkhd = (int)m2.hblkhd;
+    m.uordblks = (int)m2.uordblks; m.fordblks = (int)m2.fordblks;
+    return m;
+}
+
+EXPORT void malloc_stats(void) { spry_stats_print(2); }
+
+/* glibc's internal names, which some programs and libraries call directly. */
+EXPORT void *__libc_malloc(size_t n)             { return spry_malloc_inline(n); }
+EXPORT void  __libc_free(void *p)                { spry_free_inline(p); }
+EXPORT void *__libc_calloc(size_t c, size_t n)   { return spry_calloc(c, n); }
+EXPORT void *__libc_realloc(void *p, size_t n)   { return spry_realloc(p, n); }
+EXPORT void *__libc_memalign(size_t a, size_t n) { return spry_memalign(a, n); }
+EXPORT void *__libc_valloc(size_t n)             { return valloc(n); }
+EXPORT void *__libc_pvalloc(size_t n)            { return pvalloc(n); }
+
+/* ---- C++ --------------------------------------------------------------
+ * Written in C against the Itanium ABI names, so the library needs no
+ * libstdc++. A failing operator new calls the program's new_handler, or
+ * throws std::bad_alloc through libstdc++'s own thrower (present whenever a
+ * C++ program is); weak references keep C programs free of both. */
+typedef void (*new_handler_t)(void);
+extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+/* Returns NULL only for nothrow forms. */
+static __attribute__((noinline)) void *new_retry(size_t n, size_t align, bool nothrow) {
+    for (;;) {
+        void *p = align ? spry_aligned_alloc(align, n) : spry_malloc(n);
+        if (p) return p;
+        new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+        if (!h) {
+            if (nothrow) return NULL;
+            if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+            static const char msg[] = "spry: operator new: out of memory\n";
+            spry_os_write(2, msg, sizeof msg - 1);
+            abort();
+        }
+        h();
+    }
+}
+
+static inline void *cxx_new(size_t n) {
+    void *p = spry_malloc_inline(n);
+    if (spry_likely(p != NULL)) return p;
+    return new_retry(n, 0, false);
+}
+static inline void *cxx_new_nothrow(size_t n) {
+    void *p = spry_malloc_inline(n);
+    if (spry_likely(p != NULL)) return p;
+    return new_retry(n, 0, true);
+}
+static inline void *cxx_new_aligned(size_t n, size_t a, bool nothrow) {
+    void *p = spry_aligned_alloc(a, n);
+    if (spry_likely(p != NULL)) return p;
+    return new_retry(n, a, nothrow);
+}
+
+EXPORT void *_Znwm(size_t n)                          { return cxx_new(n); }
+EXPORT void *_Znam(size_t n)                          { return cxx_new(n); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true); }
+
+EXPORT void _ZdlPv(void *p)                            { spry_free_inline(p); }
+EXPORT void _ZdaPv(void *p)                            { spry_free_inline(p); }
+EXPORT void _ZdlPvm(void *p, size_t n)                 { (void)n; spry_free_inline(p); }
+EXPORT void _ZdaPvm(void *p, size_t n)                 { (void)n; spry_free_inline(p); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; spry_free_inline(p); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; spry_free_inline(p); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a)   { (void)a; spry_free_inline(p); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a)   { (void)a; spry_free_inline(p); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; spry_free_inline(p); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; spry_free_inline(p); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; spry_free_inline(p); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; spry_free_inline(p); }

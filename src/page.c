@@ -1,0 +1,87 @@
+/* Pages; see page.h.
+ *
+ * A page carves its memory lazily: `capacity` blocks have been put on lists
+ * so far, at most CARVE_BYTES at a time, so a fresh page is not touched (and
+ * not resident) ahead of use. */
+#include "page.h"
+#include "sizeclass.h"
+
+#define CARVE_BYTES   (16 * 1024)
+#define CARVE_MIN     4
+
+void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
+    size_t bs = spry_class_size(c);
+    page->kind = SPRY_PAGE_CLASS;
+    page->class_idx = (uint8_t)c;
+    page->block_size = bs;
+    page->reserved = (uint32_t)(((size_t)page->slice_count * SPRY_SLICE_SIZE) / bs);
+    page->capacity = 0;
+    page->used = 0;
+    page->free = page->local_free = NULL;
+    page->next = page->prev = NULL;
+    page->heap = heap;
+    page->key = (uintptr_t)heap;
+    atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
+    atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
+}
+
+/* Puts the next few uncarved blocks, in address order, on page->free. */
+static void page_carve(spry_page_t *page) {
+    size_t bs = page->block_size;
+    uint32_t n = (uint32_t)(CARVE_BYTES / bs);
+    if (n < CARVE_MIN) n = CARVE_MIN;
+    if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
+    uint8_t *first = page->start + (size_t)page->capacity * bs;
+    uint8_t *p = first;
+    for (uint32_t i = 1; i < n; i++, p += bs) ((spry_block_t *)p)->next = (spry_block_t *)(p + bs);
+    ((spry_block_t *)p)->next = page->free;
+    page->free = (spry_block_t *)first;
+    page->capacity += n;
+}
+
+uint32_t spry_page_collect_remote(spry_page_t *page) {
+    uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed);
+    if ((head & ~(uintptr_t)1) == 0) return 0;
+    /* Take the list, keep the QUEUED bit: acquire pairs with the pushers'
+     * release so their writes of next pointers are visible. */
+    while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, head & 1,
+                                                  memory_order_acquire, memory_order_relaxed)) {}
+    spry_block_t *list = (spry_block_t *)(head & ~(uintptr_t)1);
+    uint32_t n = 1;
+    spry_block_t *tail = list;
+    while (tail->next) { tail = tail->next; n++; }
+    tail->next = page->local_free;
+    page->local_free = list;
+    page->used -= n;
+    return n;
+}
+
+void spry_page_refill(spry_page_t *page) {
+    if (!page->local_free) spry_page_collect_remote(page);
+    if (page->local_free) {
+        /* Sharded lists: the owner's frees land on local_free so that the
+         * fast path empties page->free now and then and passes here. */
+        spry_block_t *l = page->local_free;
+        page->local_free = NULL;
+        if (!page->free) { page->free = l; return; }
+        spry_block_t *t = l;
+        while (t->next) t = t->next;
+        t->next = page->free;
+        page->free = l;
+        return;
+    }
+    if (page->capacity < page->reserved) page_carve(page);
+}
+
+void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
+    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed);
+    do {
+        b->next = (spry_block_t *)(old & ~(uintptr_t)1);
+    } while (!spry_cas_weak_release(&page->xfree, &old, (uintptr_t)b | 1));
+    if (old & 1) return;          /* already queued in the owner's inbox */
+    spry_heap_t *heap = page->heap;
+    spry_page_t *top = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&page->inbox_next, top, memory_order_relaxed);
+    } while (!spry_cas_weak_release(&heap->inbox, &top, page));
+}

@@ -1,0 +1,97 @@
+/* The purge thread; see purge.h.
+ *
+ * Handshake with freeing threads (Dekker, seq_cst): a freeing thread sets
+ * `pending` and then reads `sleeping`; the thread, before it sleeps without a
+ * timeout, sets `sleeping` and then reads `pending`. One of the two sees the
+ * other, so no work is left unseen while the thread sleeps. */
+#define _GNU_SOURCE
+#include "purge.h"
+#include "heap.h"
+#include "arena.h"
+#include "options.h"
+#include "os.h"
+#include <pthread.h>
+#include <signal.h>
+
+enum { PURGER_NONE = 0, PURGER_RUNNING = 1, PURGER_UNAVAILABLE = 2 };
+
+static _Atomic(int) purger_state;
+static _Atomic(int) purger_sleeping;
+static _Atomic(int) purge_pending;
+static _Atomic(uint64_t) inline_next_ms;   /* when no thread: next inline pass */
+
+/* One pass: ripe memory of every heap and of the arenas. */
+static bool purge_pass(bool force) {
+    bool waiting = spry_heaps_purge(force);
+    if (spry_arena_purge(force)) waiting = true;
+    return waiting;
+}
+
+static void *purger_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "spry-purge");
+    for (;;) {
+        long delay = spry_option(SPRY_OPT_PURGE_DELAY_MS);
+        spry_os_sleep_ms(delay > 0 ? delay : 1);
+        atomic_store(&purge_pending, 0);
+        if (purge_pass(false)) continue;
+        /* Nothing left waiting: sleep until a free says otherwise. */
+        atomic_store(&purger_sleeping, 1);
+        if (atomic_load(&purge_pending)) { atomic_store(&purger_sleeping, 0); continue; }
+        while (atomic_load(&purger_sleeping)) spry_os_wait(&purger_sleeping, 1, -1);
+    }
+    return NULL;
+}
+
+static void purger_start(void) {
+    int expected = PURGER_NONE;
+    if (!atomic_compare_exchange_strong(&purger_state, &expected, PURGER_RUNNING)) return;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    /* The thread takes no signal meant for the program. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, purger_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) atomic_store(&purger_state, PURGER_UNAVAILABLE);
+}
+
+void spry_purge_notify(void) {
+    if (!spry_option(SPRY_OPT_PURGE_THREAD)) return;
+    int st = atomic_load_explicit(&purger_state, memory_order_relaxed);
+    if (st == PURGER_NONE) { purger_start(); return; }
+    if (st != PURGER_RUNNING) return;
+    if (atomic_load_explicit(&purge_pending, memory_order_relaxed)) return;
+    atomic_store(&purge_pending, 1);
+    if (atomic_load(&purger_sleeping) && atomic_exchange(&purger_sleeping, 0))
+        spry_os_wake(&purger_sleeping);
+}
+
+void spry_purge_poll(void) {
+    if (spry_option(SPRY_OPT_PURGE_THREAD) &&
+        atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_UNAVAILABLE) return;
+    static _Atomic(unsigned) calls;
+    if ((atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) & 63) != 0) return;
+    uint64_t now = spry_os_now_ms();
+    uint64_t due = atomic_load_explicit(&inline_next_ms, memory_order_relaxed);
+    if (now < due) return;
+    uint64_t next = now + (uint64_t)spry_option(SPRY_OPT_PURGE_DELAY_MS);
+    if (!atomic_compare_exchange_strong(&inline_next_ms, &due, next)) return;
+    purge_pass(false);
+}
+
+void spry_purge_all(void) {
+    purge_pass(true);
+}
+
+void spry_purge_fork_child(void) {
+    /* Threads do not survive fork; a new purger starts at the next free. */
+    atomic_store(&purger_state, PURGER_NONE);
+    atomic_store(&purger_sleeping, 0);
+    atomic_store(&purge_pending, 0);
+}

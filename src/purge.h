@@ -1,0 +1,17 @@
+/* Giving memory back. Free spans and chunks are purged (MADV_DONTNEED) once
+ * they have stayed free for the purge delay, by a background thread started
+ * the first time something becomes free, so an idle program's RSS falls even
+ * if it never calls the allocator again. With SPRY_PURGE_THREAD=0 (or if the
+ * thread cannot start) allocator slow paths do the same work when it is due. */
+#ifndef SPRY_PURGE_H
+#define SPRY_PURGE_H
+
+/* Something became free: make sure a purge pass will come. */
+void spry_purge_notify(void);
+/* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
+void spry_purge_poll(void);
+/* Everything free goes back to the kernel now. */
+void spry_purge_all(void);
+void spry_purge_fork_child(void);
+
+#endif

@@ -1,0 +1,234 @@
+/* Segments and spans; see segment.h and types.h.
+ *
+ * heap->lock guards the heap's segment list and each segment's free, dirty
+ * and aging masks. The owner takes it when it needs or returns a page span;
+ * the purge thread when it returns memory. Pages themselves are not touched
+ * here beyond their span fields. */
+#include "segment.h"
+#include "arena.h"
+#include "os.h"
+#include "options.h"
+#include "stats.h"
+#include <errno.h>
+#include <string.h>
+
+#define SLICE_BITS(first, n) \
+    ((n) >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << (n)) - 1) << (first))
+
+/* Lowest index of a run of n set bits in m, or -1. */
+static int mask_find_run(uint64_t m, unsigned n) {
+    uint64_t r = m;
+    unsigned have = 1;
+    while (have < n && r) {
+        unsigned s = have < n - have ? have : n - have;
+        r &= r >> s;
+        have += s;
+    }
+    return r ? __builtin_ctzll(r) : -1;
+}
+
+static inline void chunk_map_set(const void *p, uint8_t v) {
+    spry_chunk_map[(uintptr_t)p >> SPRY_SEGMENT_SHIFT] = v;
+}
+
+static void segment_link(spry_heap_t *heap, spry_segment_t *seg) {
+    seg->prev = NULL;
+    seg->next = heap->segments;
+    if (heap->segments) heap->segments->prev = seg;
+    heap->segments = seg;
+    heap->segment_count++;
+}
+
+static void segment_unlink(spry_heap_t *heap, spry_segment_t *seg) {
+    if (seg->prev) seg->prev->next = seg->next; else heap->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    heap->segment_count--;
+}
+
+static spry_segment_t *segment_create(spry_heap_t *heap) {
+    spry_run_t run;
+    if (!spry_arena_alloc(1, 0, 0, &run)) return NULL;
+    spry_segment_t *seg = run.base;
+    if (!run.clean) memset(seg, 0, sizeof *seg);
+    seg->heap = heap;
+    seg->size = SPRY_SEGMENT_SIZE;
+    seg->kind = SPRY_SEGMENT_NORMAL;
+    seg->free_mask = SPRY_SLICES_ALL;
+    seg->dirty_mask = run.clean ? 0 : SPRY_SLICES_ALL;
+    seg->aging_mask = 0;
+    chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
+    segment_link(heap, seg);
+    spry_stat_add(&spry_stat.segments, 1);
+    return seg;
+}
+
+static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
+    segment_unlink(heap, seg);
+    chunk_map_set(seg, SPRY_CHUNK_FOREIGN);
+    /* Free slices are purged by now; the arena purges the rest (the header
+     * slice) later. Count the clean slices back in so that the arena's purge
+     * of the whole chunk balances `committed`. */
+    uint64_t clean = SPRY_SLICES_ALL & ~seg->dirty_mask;
+    spry_stat_commit((size_t)__builtin_popcountll(clean) * SPRY_SLICE_SIZE);
+    spry_run_t run = { seg, 1, false, false };
+    spry_stat_sub(&spry_stat.segments, 1);
+    spry_arena_free(&run, true);
+}
+
+spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
+    pthread_mutex_lock(&heap->lock);
+    spry_segment_t *seg;
+    int at = -1;
+    for (seg = heap->segments; seg; seg = seg->next)
+        if ((at = mask_find_run(seg->free_mask, slices)) >= 0) break;
+    if (!seg) {
+        seg = segment_create(heap);
+        if (!seg) { pthread_mutex_unlock(&heap->lock); errno = ENOMEM; return NULL; }
+        at = mask_find_run(seg->free_mask, slices);
+    } else if (seg != heap->segments) {
+        /* keep segments with room near the front */
+        segment_unlink(heap, seg);
+        segment_link(heap, seg);
+    }
+    uint64_t bits = SLICE_BITS((unsigned)at, slices);
+    bool clean = (seg->dirty_mask & bits) == 0;
+    size_t was_clean = (size_t)__builtin_popcountll(bits & ~seg->dirty_mask);
+    seg->free_mask &= ~bits;
+    seg->dirty_mask |= bits;
+    seg->aging_mask &= ~bits;
+    for (unsigned i = 0; i < slices; i++) seg->slice_first[at + i] = (uint8_t)at;
+    pthread_mutex_unlock(&heap->lock);
+
+    spry_stat_commit(was_clean * SPRY_SLICE_SIZE);
+    spry_stat_add(&spry_stat.in_use, (size_t)slices * SPRY_SLICE_SIZE);
+    spry_page_t *page = &seg->pages[at];
+    page->slice_count = (uint8_t)slices;
+    page->start = (uint8_t *)seg + (size_t)at * SPRY_SLICE_SIZE;
+    page->is_zero = clean;
+    page->heap = heap;
+    return page;
+}
+
+void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
+    spry_segment_t *seg = spry_segment_of(page);
+    unsigned first = (unsigned)(page - seg->pages);
+    uint64_t bits = SLICE_BITS(first, page->slice_count);
+    spry_stat_sub(&spry_stat.in_use, (size_t)page->slice_count * SPRY_SLICE_SIZE);
+    page->kind = SPRY_PAGE_FREE;
+    page->key = 0;
+    page->free = page->local_free = NULL;
+    page->used = page->capacity = page->reserved = 0;
+    page->block_size = 0;
+    pthread_mutex_lock(&heap->lock);
+    seg->free_mask |= bits;
+    pthread_mutex_unlock(&heap->lock);
+}
+
+bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
+    bool waiting = false;
+    pthread_mutex_lock(&heap->lock);
+    spry_segment_t *next;
+    for (spry_segment_t *seg = heap->segments; seg; seg = next) {
+        next = seg->next;
+        uint64_t ripe = seg->free_mask & seg->dirty_mask & (force ? ~(uint64_t)0 : seg->aging_mask);
+        while (ripe) {
+            unsigned i = (unsigned)__builtin_ctzll(ripe);
+            unsigned j = i;
+            while (j < 64 && ((ripe >> j) & 1)) j++;
+            size_t bytes = (size_t)(j - i) * SPRY_SLICE_SIZE;
+            spry_os_purge((uint8_t *)seg + (size_t)i * SPRY_SLICE_SIZE, bytes);
+            spry_stat_add(&spry_stat.purged_total, bytes);
+            spry_stat_add(&spry_stat.purges, 1);
+            spry_stat_uncommit(bytes);
+            uint64_t bits = SLICE_BITS(i, j - i);
+            seg->dirty_mask &= ~bits;
+            ripe &= ~bits;
+        }
+        /* An entirely free segment goes back to the arena once it has stayed
+         * free for a whole tick (its slices are all purged by then). */
+        if (seg->free_mask == SPRY_SLICES_ALL && (seg->dirty_mask & SPRY_SLICES_ALL) == 0 &&
+            (force || seg->aging_mask == SPRY_SLICES_ALL)) {
+            segment_return(heap, seg);
+            continue;
+        }
+        seg->aging_mask = seg->free_mask;
+        if (seg->free_mask & seg->dirty_mask) waiting = true;
+        if (seg->free_mask == SPRY_SLICES_ALL) waiting = true;
+    }
+    pthread_mutex_unlock(&heap->lock);
+    return waiting;
+}
+
+/* ---- huge blocks --------------------------------------------------------- */
+
+void *spry_huge_alloc(size_t size, size_t align, bool zero) {
+    /* The block starts after the header slice; a larger alignment below
+     * 4 MiB moves it further into the first chunk; 4 MiB or more puts it at
+     * the start of the second chunk, marked SPRY_CHUNK_ALIGNED. */
+    size_t lead = SPRY_SLICE_SIZE, run_align = 0;
+    if (align > SPRY_SLICE_SIZE) {
+        if (align < SPRY_SEGMENT_SIZE) lead = align;
+        else { lead = SPRY_SEGMENT_SIZE; run_align = align; }
+    }
+    size_t usable = (size + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1);
+    size_t chunks = (lead + usable + SPRY_SEGMENT_SIZE - 1) >> SPRY_SEGMENT_SHIFT;
+    spry_run_t run;
+    if (!spry_arena_alloc(chunks, run_align, run_align ? lead : 0, &run)) return NULL;
+    spry_segment_t *seg = run.base;
+    uint8_t *block = (uint8_t *)seg + lead;
+    if (!run.clean) {
+        memset(seg, 0, offsetof(spry_segment_t, pages) + 2 * sizeof(spry_page_t));
+        /* A reused run: drop what lies beyond the block so it is not resident. */
+        uint8_t *tail = block + usable, *end = (uint8_t *)seg + chunks * SPRY_SEGMENT_SIZE;
+        if ((size_t)(end - tail) >= SPRY_SLICE_SIZE) {
+            spry_os_purge(tail, (size_t)(end - tail));
+            spry_stat_add(&spry_stat.purges, 1);
+        }
+        if (zero) memset(block, 0, size);
+    }
+    seg->heap = NULL;
+    seg->size = chunks * SPRY_SEGMENT_SIZE;
+    seg->kind = SPRY_SEGMENT_HUGE;
+    seg->arena_dedicated = run.dedicated;
+    memset(seg->slice_first, 1, sizeof seg->slice_first);
+    spry_page_t *page = &seg->pages[1];
+    page->kind = SPRY_PAGE_HUGE;
+    page->key = 0;                       /* every free of it takes the slow path */
+    page->block_size = usable;          /* the run's rest allows in-place growth */
+    page->start = block;
+    page->reserved = page->used = 1;
+    page->is_zero = run.clean;
+    if (run_align) chunk_map_set(block, SPRY_CHUNK_ALIGNED);
+    else chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
+    if (spry_option(SPRY_OPT_THP) && usable >= 2 * 1024 * 1024) spry_os_huge(block, usable);
+    spry_stat_add(&spry_stat.huge_in_use, seg->size);
+    spry_stat_add(&spry_stat.in_use, seg->size);
+    return block;
+}
+
+bool spry_huge_resize(spry_segment_t *seg, size_t size) {
+    spry_page_t *page = &seg->pages[1];
+    size_t room = seg->size - (size_t)(page->start - (uint8_t *)seg);
+    if (size > room) return false;
+    /* Shrinking by a lot: give the tail's memory back now. */
+    size_t keep = (size + SPRY_SLICE_SIZE - 1) & ~(SPRY_SLICE_SIZE - 1);
+    if (room - keep >= 4 * SPRY_SLICE_SIZE && size < room / 2) {
+        spry_os_purge(page->start + keep, room - keep);
+        spry_stat_add(&spry_stat.purges, 1);
+    }
+    return true;
+}
+
+void spry_huge_free(spry_segment_t *seg) {
+    spry_page_t *page = &seg->pages[1];
+    if (seg->pages[1].start == (uint8_t *)seg + SPRY_SEGMENT_SIZE &&
+        spry_chunk_map[(uintptr_t)page->start >> SPRY_SEGMENT_SHIFT] == SPRY_CHUNK_ALIGNED)
+        chunk_map_set(page->start, SPRY_CHUNK_FOREIGN);
+    else
+        chunk_map_set(seg, SPRY_CHUNK_FOREIGN);
+    spry_stat_sub(&spry_stat.huge_in_use, seg->size);
+    spry_stat_sub(&spry_stat.in_use, seg->size);
+    spry_run_t run = { seg, seg->size >> SPRY_SEGMENT_SHIFT, false, seg->arena_dedicated != 0 };
+    page->kind = SPRY_PAGE_FREE;
+    spry_arena_free(&run, true);
+}

@@ -1,0 +1,31 @@
+/* Segments: the spans of slices a heap carves pages from, and huge blocks.
+ * Span functions take heap->lock themselves; the caller must not hold it. */
+#ifndef SPRY_SEGMENT_H
+#define SPRY_SEGMENT_H
+
+#include "types.h"
+
+/* A page descriptor for `slices` contiguous free slices of one of the heap's
+ * segments (a new segment when none has room), with slice_count, start and
+ * is_zero (memory fresh from the kernel) set. NULL when out of memory. */
+spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices);
+/* Gives the page's slices back to its segment; memory purged later. */
+void spry_span_free(spry_heap_t *heap, spry_page_t *page);
+/* Purges the heap's free slices that were free at the previous call (all if
+ * force) and returns segments that stayed entirely free to the arena. Returns
+ * true while free dirty memory is left waiting. */
+bool spry_heap_purge_spans(spry_heap_t *heap, bool force);
+
+/* A huge block of `size` bytes aligned to `align` (power of two, 0 = none).
+ * Returns the block; its page is spry_huge_page_of(). NULL + ENOMEM. */
+void *spry_huge_alloc(size_t size, size_t align, bool zero);
+void  spry_huge_free(spry_segment_t *seg);
+/* Grows or shrinks a huge block in place when its run allows; true on success. */
+bool  spry_huge_resize(spry_segment_t *seg, size_t size);
+
+/* The segment of a block whose chunk-map value is SPRY_CHUNK_ALIGNED. */
+static inline spry_segment_t *spry_aligned_huge_segment(const void *p) {
+    return (spry_segment_t *)(((uintptr_t)p & ~(uintptr_t)SPRY_SEGMENT_MASK) - SPRY_SEGMENT_SIZE);
+}
+
+#endif

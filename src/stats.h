@@ -1,0 +1,36 @@
+/* Process-wide statistics. Updated only on slow paths (segment, page and
+ * purge operations), relaxed atomics: they are figures, not synchronisation.
+ * One list generates the struct, the printer and spry_stats_get. */
+#ifndef SPRY_STATS_H
+#define SPRY_STATS_H
+
+#include "atomic.h"
+#include <stddef.h>
+
+#define SPRY_STAT_LIST(X) \
+    X(mapped,          "address space reserved from the kernel") \
+    X(committed,       "bytes that may be resident (mapped minus purged)") \
+    X(committed_peak,  "highest committed") \
+    X(in_use,          "bytes in pages and blocks handed to heaps") \
+    X(huge_in_use,     "bytes in huge blocks") \
+    X(purged_total,    "bytes returned to the kernel so far") \
+    X(purges,          "madvise calls made") \
+    X(segments,        "live 4 MiB segments") \
+    X(arenas,          "kernel mappings made for the heap") \
+    X(heaps,           "thread heaps created") \
+    X(heaps_abandoned, "heaps of exited threads waiting for reuse") \
+    X(foreign_frees,   "pointers of another allocator passed to free")
+
+typedef struct spry_stat_counters {
+#define X(name, doc) _Atomic(size_t) name;
+    SPRY_STAT_LIST(X)
+#undef X
+} spry_stat_counters_t;
+
+extern spry_stat_counters_t spry_stat;
+
+/* committed += v, keeping committed_peak */
+void spry_stat_commit(size_t v);
+void spry_stat_uncommit(size_t v);
+
+#endif

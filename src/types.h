@@ -1,0 +1,164 @@
+/* The shapes every stage of a block's life shares: segments, pages, heaps.
+ *
+ * Address space layout
+ *   arena    a kernel mapping of 64 MiB..1 GiB, 4 MiB aligned (arena.c), a few
+ *            per GiB, so vm.max_map_count is never a concern.
+ *   segment  4 MiB aligned, carved from an arena. A "normal" segment is one
+ *            4 MiB chunk cut in 64 slices of 64 KiB; slice 0 holds this header.
+ *            A "huge" segment is a run of chunks holding one block.
+ *   page     a run of slices holding blocks of one size class (or one large
+ *            block). Its descriptor lives in the segment header, at the index
+ *            of its first slice.
+ *
+ * Pointer -> metadata in O(1), no lock: the chunk map (one byte per 4 MiB of
+ * the 47-bit user address space) says whether the 4 MiB chunk holding a
+ * pointer starts a spry segment; then masking the pointer gives the segment,
+ * and slice_first[] the page. A foreign pointer finds a 0 in the map.
+ *
+ * Ownership: a normal segment and all its pages belong to one heap. Only the
+ * thread using that heap touches a page's free/local_free/used/queue links;
+ * other threads only push onto the page's atomic xfree list (and the heap's
+ * inbox). Span-level state (segment masks, segment list) is under heap->lock,
+ * shared by the owner's slow path and the purge thread. */
+#ifndef SPRY_TYPES_H
+#define SPRY_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include "atomic.h"
+
+#define SPRY_SEGMENT_SHIFT   22
+#define SPRY_SEGMENT_SIZE    ((size_t)1 << SPRY_SEGMENT_SHIFT)        /* 4 MiB  */
+#define SPRY_SEGMENT_MASK    (SPRY_SEGMENT_SIZE - 1)
+#define SPRY_SLICE_SHIFT     16
+#define SPRY_SLICE_SIZE      ((size_t)1 << SPRY_SLICE_SHIFT)          /* 64 KiB */
+#define SPRY_SLICES          64
+#define SPRY_SLICES_ALL      (~(uint64_t)1)     /* every slice but the header */
+#define SPRY_OS_PAGE         4096
+
+/* Requests up to SMALL_MAX go through the direct table: one load finds the
+ * page to pop from. Up to CLASS_MAX they use size classes (8 steps per
+ * doubling); up to LARGE_MAX a span of slices of their own; beyond, a huge
+ * segment. */
+#define SPRY_SMALL_MAX       1024
+#define SPRY_DIRECT_SLOTS    (SPRY_SMALL_MAX / 8 + 1)
+#define SPRY_CLASS_MAX       ((size_t)512 * 1024)
+#define SPRY_CLASS_COUNT     105
+#define SPRY_LARGE_MAX       ((size_t)2 * 1024 * 1024)
+/* Beyond this no request can succeed (47-bit address space); checking it
+ * first keeps every size computation below free of overflow. */
+#define SPRY_ALLOC_MAX       ((size_t)1 << 46)
+
+/* The chunk map's values. */
+#define SPRY_CHUNK_FOREIGN   0
+#define SPRY_CHUNK_SEGMENT   1   /* a segment header starts this chunk        */
+#define SPRY_CHUNK_ALIGNED   2   /* a >= 4 MiB aligned huge block starts here;
+                                    its segment header is one chunk below     */
+#define SPRY_CHUNK_MAP_SIZE  ((size_t)1 << (47 - SPRY_SEGMENT_SHIFT))
+extern uint8_t spry_chunk_map[SPRY_CHUNK_MAP_SIZE];
+
+typedef struct spry_block { struct spry_block *next; } spry_block_t;
+
+struct spry_heap;
+
+/* page->key: the owning heap's address, or'ed with FULL while the page sits
+ * outside its queue. The free fast path compares it with the calling thread's
+ * heap: any difference (another thread, a full page, a huge or free page,
+ * whose key is 0) sends the free to the slow path. */
+#define SPRY_KEY_FULL ((uintptr_t)1)
+
+enum spry_page_kind { SPRY_PAGE_FREE = 0, SPRY_PAGE_CLASS, SPRY_PAGE_LARGE, SPRY_PAGE_HUGE };
+
+typedef struct spry_page {
+    /* owner thread only */
+    spry_block_t *free;          /* blocks to hand out next                  */
+    spry_block_t *local_free;    /* blocks the owner freed since last collect */
+    uintptr_t key;               /* owner heap | SPRY_KEY_FULL               */
+    uint32_t used;               /* blocks out, including remote-freed ones
+                                    not collected yet                         */
+    uint32_t capacity;           /* blocks put on lists so far (lazy carving) */
+    uint32_t reserved;           /* blocks that fit                           */
+    uint8_t  kind;               /* enum spry_page_kind                       */
+    uint8_t  class_idx;
+    uint8_t  slice_count;        /* slices spanned (normal segments)          */
+    uint8_t  is_zero;            /* large/huge: memory fresh from the kernel  */
+    size_t   block_size;         /* usable bytes of each block                */
+    uint8_t *start;              /* first block                               */
+    struct spry_page *next, *prev;  /* queue links (owner)                    */
+    /* shared */
+    _Atomic(uintptr_t) xfree;    /* remote frees: list | 1 while queued in the
+                                    heap inbox (pushers CAS, owner drains)    */
+    struct spry_page *_Atomic inbox_next; /* link in heap->inbox             */
+    struct spry_heap *heap;      /* owner; stable while any block is live    */
+    uint8_t pad_[32];
+} spry_page_t;
+_Static_assert(sizeof(spry_page_t) == 128, "page descriptors are indexed by shift");
+
+enum spry_segment_kind { SPRY_SEGMENT_NORMAL = 1, SPRY_SEGMENT_HUGE };
+
+typedef struct spry_segment {
+    struct spry_segment *next, *prev;   /* heap's segment list (heap lock)   */
+    struct spry_heap *heap;             /* NULL for huge segments            */
+    size_t   size;                      /* bytes of the run (4 MiB multiple) */
+    uint32_t kind;
+    uint32_t arena_dedicated;           /* huge: its own kernel mapping      */
+    void    *map_base;                  /* dedicated: what to munmap         */
+    size_t   map_size;
+    /* normal segments, heap lock: */
+    uint64_t free_mask;                 /* slices not in any page            */
+    uint64_t dirty_mask;                /* slices that may be resident       */
+    uint64_t aging_mask;                /* free+dirty at the last purge tick */
+    uint8_t  slice_first[SPRY_SLICES];  /* slice -> first slice of its page  */
+    spry_page_t pages[SPRY_SLICES];
+} spry_segment_t;
+
+typedef struct spry_page_queue {
+    spry_page_t *first, *last;
+} spry_page_queue_t;
+
+typedef struct spry_heap {
+    /* owner thread only: the fast path reads direct[] */
+    spry_page_t *direct[SPRY_DIRECT_SLOTS];
+    spry_page_queue_t queues[SPRY_CLASS_COUNT];
+    size_t retained;                    /* empty pages kept as queue heads   */
+    /* remote threads push pages with new xfree blocks (lock-free stack) */
+    spry_page_t *_Atomic inbox;
+    /* span level: segments, their masks; owner slow path + purge thread */
+    pthread_mutex_t lock;
+    spry_segment_t *segments;
+    size_t segment_count;
+    /* global lists */
+    struct spry_heap *all_next;         /* immutable once published          */
+    struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
+    _Atomic(int) trim_request;          /* purge thread asks the owner to let
+                                           retained pages go                 */
+    uint32_t is_dormant;
+} spry_heap_t;
+
+/* The heap of the calling thread; &spry_empty_heap until its first malloc.
+ * The empty heap's direct[] points at a page with no free block, so the first
+ * malloc of a thread falls into the slow path with no extra check. */
+extern __thread spry_heap_t *spry_tls_heap __attribute__((tls_model("initial-exec")));
+extern spry_heap_t spry_empty_heap;
+extern spry_page_t spry_empty_page;
+
+static inline spry_segment_t *spry_segment_of(const void *p) {
+    return (spry_segment_t *)((uintptr_t)p & ~(uintptr_t)SPRY_SEGMENT_MASK);
+}
+
+static inline spry_page_t *spry_page_of(spry_segment_t *seg, const void *p) {
+    size_t slice = ((uintptr_t)p >> SPRY_SLICE_SHIFT) & (SPRY_SLICES - 1);
+    return &seg->pages[seg->slice_first[slice]];
+}
+
+/* The chunk map value of p (SPRY_CHUNK_FOREIGN for NULL and addresses above
+ * the 47-bit user space). */
+static inline unsigned spry_chunk_kind(const void *p) {
+    uintptr_t idx = (uintptr_t)p >> SPRY_SEGMENT_SHIFT;
+    if (spry_unlikely(idx >= SPRY_CHUNK_MAP_SIZE)) return SPRY_CHUNK_FOREIGN;
+    return spry_chunk_map[idx];
+}
+
+#endif
