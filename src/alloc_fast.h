@@ -30,7 +30,7 @@ static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) 
             return b;
         }
     }
-    return spry_heap_malloc(heap, n);
+    return spry_heap_malloc(n, heap);
 }
 
 static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
@@ -39,15 +39,14 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
         return;
     }
     spry_page_t *page = spry_page_of(spry_segment_of(p), p);
-    spry_heap_t *heap = spry_tls_heap;
-    if (spry_unlikely(page->key != (uintptr_t)heap)) {
+    if (spry_unlikely(page->key != spry_thread_key())) {
         spry_free_slow(page, p);
         return;
     }
     spry_block_t *b = p;
     b->next = page->local_free;
     page->local_free = b;
-    if (spry_unlikely(--page->used == 0)) spry_page_empty(heap, page);
+    if (spry_unlikely(--page->used == 0)) spry_page_empty(page);
 }
 
 #endif

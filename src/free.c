@@ -16,9 +16,8 @@ static bool block_start_ok(const spry_page_t *page, const void *p) {
 }
 
 void spry_free_slow(spry_page_t *page, void *p) {
-    spry_heap_t *heap = spry_tls_heap;
-    if ((page->key & ~SPRY_KEY_FULL) == (uintptr_t)heap && heap != &spry_empty_heap) {
-        spry_heap_free_full(heap, page, p);
+    if (page->key == (spry_thread_key() | SPRY_KEY_FULL)) {
+        spry_heap_free_full(page->heap, page, p);
         return;
     }
     switch (page->kind) {

@@ -42,13 +42,16 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
     for (size_t w = lo; w <= size / 8; w++) heap->direct[w] = page;
 }
 
-static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
-    spry_page_queue_t *q = &heap->queues[page->class_idx];
-    page->prev = NULL;
-    page->next = q->first;
-    if (q->first) q->first->prev = page; else q->last = page;
-    q->first = page;
-    direct_update(heap, page->class_idx);
+/* The head of a one-slice page queue is pinned: its used count holds one
+ * phantom block, so frees never see it reach 0 and a thread that mallocs and
+ * frees one block in a loop neither returns nor re-takes the span, at no cost
+ * to the free fast path. Unpinned when it stops heading the queue. */
+static void page_pin(spry_page_t *page) {
+    if (page->slice_count == 1 && !page->pinned) { page->pinned = 1; page->used++; }
+}
+
+static void page_unpin(spry_page_t *page) {
+    if (page->pinned) { page->pinned = 0; page->used--; }
 }
 
 static void queue_remove(spry_heap_t *heap, spry_page_t *page) {
@@ -57,38 +60,57 @@ static void queue_remove(spry_heap_t *heap, spry_page_t *page) {
     if (page->prev) page->prev->next = page->next; else q->first = page->next;
     if (page->next) page->next->prev = page->prev; else q->last = page->prev;
     page->next = page->prev = NULL;
-    if (was_first) direct_update(heap, page->class_idx);
+    if (was_first) {
+        page_unpin(page);
+        if (q->first) page_pin(q->first);
+        direct_update(heap, page->class_idx);
+    }
+}
+
+static void page_release(spry_heap_t *heap, spry_page_t *page);
+
+static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
+    spry_page_queue_t *q = &heap->queues[page->class_idx];
+    spry_page_t *old = q->first;
+    page->prev = NULL;
+    page->next = old;
+    if (old) old->prev = page; else q->last = page;
+    q->first = page;
+    page_pin(page);
+    direct_update(heap, page->class_idx);
+    if (old && old->pinned) {
+        page_unpin(old);
+        if (old->used == 0) page_release(heap, old);
+    }
 }
 
 /* ---- pages becoming empty or full -------------------------------------- */
 
-/* An empty page that heads its queue and spans one slice is kept: a thread
- * that mallocs and frees one block in a loop would otherwise take and return
- * a span every time. Anything else goes back to its segment (the memory is
- * purged after the delay). A page still queued in the inbox waits for the
- * drain, which will see it empty. */
-void spry_page_empty(spry_heap_t *heap, spry_page_t *page) {
+/* An empty page goes back to its segment (its memory is purged after the
+ * delay). A page still queued in the inbox waits for the drain, which will
+ * see it empty. */
+static void page_release(spry_heap_t *heap, spry_page_t *page) {
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & 1) return;
     if (page->kind == SPRY_PAGE_CLASS) {
-        if (page->key & SPRY_KEY_FULL) {
-            page->key = (uintptr_t)heap;
-        } else {
-            if (heap->queues[page->class_idx].first == page && page->slice_count == 1) return;
-            queue_remove(heap, page);
-        }
+        if (page->key & SPRY_KEY_FULL) page->key = heap->tid;
+        else queue_remove(heap, page);
     }
     spry_span_free(heap, page);
     spry_purge_notify();
+}
+
+void spry_page_empty(spry_page_t *page) {
+    page_release(page->heap, page);
 }
 
 void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     b->next = page->local_free;
     page->local_free = b;
     if (page->kind == SPRY_PAGE_CLASS && (page->key & SPRY_KEY_FULL)) {
-        page->key = (uintptr_t)heap;
+        page->key = heap->tid;
         queue_push_front(heap, page);
     }
-    if (--page->used == 0) spry_page_empty(heap, page);
+    if (--page->used == 0) page_release(heap, page);
 }
 
 /* Pages that other threads freed blocks into since the last drain. */
@@ -107,11 +129,11 @@ static void heap_drain_inbox(spry_heap_t *heap) {
             page->local_free = list;
             page->used -= n;
             if (page->kind == SPRY_PAGE_CLASS && (page->key & SPRY_KEY_FULL) && page->used > 0) {
-                page->key = (uintptr_t)heap;
+                page->key = heap->tid;
                 queue_push_front(heap, page);
             }
         }
-        if (page->used == 0) spry_page_empty(heap, page);
+        if (page->used == 0) page_release(heap, page);
         page = next;
     }
 }
@@ -136,7 +158,7 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
         }
         spry_page_t *next = page->next;
         queue_remove(heap, page);
-        page->key = (uintptr_t)heap | SPRY_KEY_FULL;
+        page->key = heap->tid | SPRY_KEY_FULL;
         page = next;
     }
     page = spry_span_alloc(heap, spry_class_slices(c));
@@ -154,15 +176,16 @@ static void *large_alloc(spry_heap_t *heap, size_t n) {
     page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
     page->block_size = (size_t)slices * SPRY_SLICE_SIZE;
+    page->pinned = 0;
     page->reserved = page->capacity = page->used = 1;
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
     atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
-    page->key = (uintptr_t)heap;
+    page->key = heap->tid;
     return page->start;
 }
 
-void *spry_heap_malloc(spry_heap_t *heap, size_t n) {
+void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (spry_unlikely(heap == &spry_empty_heap)) {
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
@@ -193,9 +216,9 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
         if (want <= SPRY_CLASS_MAX) {
             unsigned c = spry_class_of(want);
             while (spry_class_size(c) % align) c++;
-            return spry_heap_malloc(heap, spry_class_size(c));
+            return spry_heap_malloc(spry_class_size(c), heap);
         }
-        if (want <= SPRY_LARGE_MAX) return spry_heap_malloc(heap, want);
+        if (want <= SPRY_LARGE_MAX) return spry_heap_malloc(want, heap);
     }
     if (heap == &spry_empty_heap && !spry_heap_acquire()) { errno = ENOMEM; return NULL; }
     void *p = spry_huge_alloc(n, align, false);
@@ -205,10 +228,27 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
 
 /* ---- heap life ---------------------------------------------------------- */
 
+/* Rewrites the keys of every page the heap owns (see types.h). Under the
+ * heap lock so that the span layout holds still; remote threads may read a
+ * key meanwhile and see either value, both of which send them remote. */
+static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
+    pthread_mutex_lock(&heap->lock);
+    heap->tid = tid;
+    for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
+        for (unsigned i = 1; i < SPRY_SLICES; i++) {
+            spry_page_t *page = &seg->pages[i];
+            if (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE)
+                page->key = tid | (page->key & SPRY_KEY_FULL);
+        }
+    }
+    pthread_mutex_unlock(&heap->lock);
+}
+
 static void heap_thread_exit(void *arg) {
     spry_heap_t *heap = arg;
     /* Frees made after this point (later destructors) go the remote way. */
     spry_tls_heap = &spry_empty_heap;
+    heap_rekey(heap, 0);
     spry_heap_collect(heap, true);
     pthread_mutex_lock(&heaps_lock);
     heap->is_dormant = 1;
@@ -247,6 +287,7 @@ spry_heap_t *spry_heap_acquire(void) {
         pthread_mutex_unlock(&heaps_lock);
         spry_stat_add(&spry_stat.heaps, 1);
     }
+    heap_rekey(heap, spry_thread_key());
     spry_tls_heap = heap;
     pthread_setspecific(heap_key, heap);
     return heap;
@@ -261,10 +302,8 @@ void spry_heap_collect(spry_heap_t *heap, bool release_retained) {
         while (page) {
             spry_page_t *next = page->next;
             spry_page_collect_remote(page);
-            if (page->used == 0 && !(atomic_load_explicit(&page->xfree, memory_order_acquire) & 1)) {
-                queue_remove(heap, page);
-                spry_span_free(heap, page);
-            }
+            page_unpin(page);
+            if (page->used == 0) page_release(heap, page);
             page = next;
         }
     }
@@ -320,6 +359,7 @@ void spry_heaps_fork_child(void) {
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         pthread_mutex_init(&h->lock, NULL);
         if (h != spry_tls_heap && !h->is_dormant) {
+            heap_rekey(h, 0);
             h->is_dormant = 1;
             h->dormant_next = heaps_dormant;
             heaps_dormant = h;

@@ -8,13 +8,13 @@
 
 /* malloc's slow path: first call of a thread, empty page, or n > SMALL_MAX.
  * n <= SPRY_ALLOC_MAX is not assumed. NULL + ENOMEM on failure. */
-void *spry_heap_malloc(spry_heap_t *heap, size_t n);
+void *spry_heap_malloc(size_t n, spry_heap_t *heap);
 /* Allocation of n bytes aligned to `align` (a power of two > 16). */
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
 /* The owner frees a block of a page whose key says FULL. */
 void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 /* The owner saw page->used drop to 0. */
-void  spry_page_empty(spry_heap_t *heap, spry_page_t *page);
+void  spry_page_empty(spry_page_t *page);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */
 spry_heap_t *spry_heap_acquire(void);
 /* Collects remote frees and returns every empty page of a heap the caller

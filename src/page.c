@@ -17,10 +17,11 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     page->reserved = (uint32_t)(((size_t)page->slice_count * SPRY_SLICE_SIZE) / bs);
     page->capacity = 0;
     page->used = 0;
+    page->pinned = 0;
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
     page->heap = heap;
-    page->key = (uintptr_t)heap;
+    page->key = heap->tid;
     atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
 }

@@ -96,7 +96,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     seg->free_mask &= ~bits;
     seg->dirty_mask |= bits;
     seg->aging_mask &= ~bits;
-    for (unsigned i = 0; i < slices; i++) seg->slice_first[at + i] = (uint8_t)at;
+    for (unsigned i = 0; i < slices; i++) seg->slice_page[at + i] = &seg->pages[at];
     pthread_mutex_unlock(&heap->lock);
 
     spry_stat_commit(was_clean * SPRY_SLICE_SIZE);
@@ -190,7 +190,7 @@ void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     seg->size = chunks * SPRY_SEGMENT_SIZE;
     seg->kind = SPRY_SEGMENT_HUGE;
     seg->arena_dedicated = run.dedicated;
-    memset(seg->slice_first, 1, sizeof seg->slice_first);
+    for (unsigned i = 0; i < SPRY_SLICES; i++) seg->slice_page[i] = &seg->pages[1];
     spry_page_t *page = &seg->pages[1];
     page->kind = SPRY_PAGE_HUGE;
     page->key = 0;                       /* every free of it takes the slow path */

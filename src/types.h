@@ -13,7 +13,7 @@
  * Pointer -> metadata in O(1), no lock: the chunk map (one byte per 4 MiB of
  * the 47-bit user address space) says whether the 4 MiB chunk holding a
  * pointer starts a spry segment; then masking the pointer gives the segment,
- * and slice_first[] the page. A foreign pointer finds a 0 in the map.
+ * and slice_page[] the page. A foreign pointer finds a 0 in the map.
  *
  * Ownership: a normal segment and all its pages belong to one heap. Only the
  * thread using that heap touches a page's free/local_free/used/queue links;
@@ -63,14 +63,18 @@ typedef struct spry_block { struct spry_block *next; } spry_block_t;
 
 struct spry_heap;
 
-/* page->key: the owning heap's address, or'ed with FULL while the page sits
- * outside its queue. The free fast path compares it with the calling thread's
- * heap: any difference (another thread, a full page, a huge or free page,
- * whose key is 0) sends the free to the slow path. */
+/* page->key: the owning thread's thread pointer (%fs:0, one load), or'ed
+ * with FULL while the page sits outside its queue; 0 while the heap is
+ * dormant. The free fast path compares it with the calling thread's pointer:
+ * any difference (another thread, a full page, a huge or free page, whose key
+ * is 0) sends the free to the slow path. Thread pointers are reused after a
+ * thread exits, so a heap's keys are rewritten when its thread exits and when
+ * a new thread takes it over (spry_heap_rekey). */
 #define SPRY_KEY_FULL ((uintptr_t)1)
 
 enum spry_page_kind { SPRY_PAGE_FREE = 0, SPRY_PAGE_CLASS, SPRY_PAGE_LARGE, SPRY_PAGE_HUGE };
 
+/* 128 bytes, aligned: two cache lines, never shared by two pages. */
 typedef struct spry_page {
     /* owner thread only */
     spry_block_t *free;          /* blocks to hand out next                  */
@@ -84,6 +88,8 @@ typedef struct spry_page {
     uint8_t  class_idx;
     uint8_t  slice_count;        /* slices spanned (normal segments)          */
     uint8_t  is_zero;            /* large/huge: memory fresh from the kernel  */
+    uint8_t  pinned;             /* used holds one phantom block: the page
+                                    heads its queue and is kept when empty    */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
@@ -92,12 +98,12 @@ typedef struct spry_page {
                                     heap inbox (pushers CAS, owner drains)    */
     struct spry_page *_Atomic inbox_next; /* link in heap->inbox             */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
-    uint8_t pad_[32];
-} spry_page_t;
+} __attribute__((aligned(128))) spry_page_t;
 _Static_assert(sizeof(spry_page_t) == 128, "page descriptors are indexed by shift");
 
 enum spry_segment_kind { SPRY_SEGMENT_NORMAL = 1, SPRY_SEGMENT_HUGE };
 
+struct spry_page;
 typedef struct spry_segment {
     struct spry_segment *next, *prev;   /* heap's segment list (heap lock)   */
     struct spry_heap *heap;             /* NULL for huge segments            */
@@ -110,7 +116,7 @@ typedef struct spry_segment {
     uint64_t free_mask;                 /* slices not in any page            */
     uint64_t dirty_mask;                /* slices that may be resident       */
     uint64_t aging_mask;                /* free+dirty at the last purge tick */
-    uint8_t  slice_first[SPRY_SLICES];  /* slice -> first slice of its page  */
+    spry_page_t *slice_page[SPRY_SLICES]; /* slice -> its page's descriptor */
     spry_page_t pages[SPRY_SLICES];
 } spry_segment_t;
 
@@ -135,7 +141,12 @@ typedef struct spry_heap {
     _Atomic(int) trim_request;          /* purge thread asks the owner to let
                                            retained pages go                 */
     uint32_t is_dormant;
+    uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
 } spry_heap_t;
+
+static inline uintptr_t spry_thread_key(void) {
+    return (uintptr_t)__builtin_thread_pointer();
+}
 
 /* The heap of the calling thread; &spry_empty_heap until its first malloc.
  * The empty heap's direct[] points at a page with no free block, so the first
@@ -150,7 +161,7 @@ static inline spry_segment_t *spry_segment_of(const void *p) {
 
 static inline spry_page_t *spry_page_of(spry_segment_t *seg, const void *p) {
     size_t slice = ((uintptr_t)p >> SPRY_SLICE_SHIFT) & (SPRY_SLICES - 1);
-    return &seg->pages[seg->slice_first[slice]];
+    return seg->slice_page[slice];
 }
 
 /* The chunk map value of p (SPRY_CHUNK_FOREIGN for NULL and addresses above
