@@ -59,10 +59,11 @@ void   spry_trim(void);
 /* ---- statistics -------------------------------------------------------- */
 typedef struct spry_stats {
     size_t mapped;        /* address space reserved from the kernel        */
-    size_t committed;     /* memory that may be resident (mapped - purged) */
+    size_t committed;     /* memory that may be resident: in_use + dirty  */
     size_t committed_peak;
     size_t in_use;        /* bytes in pages/blocks handed to heaps          */
     size_t huge_in_use;   /* bytes in blocks that own whole segments        */
+    size_t dirty;         /* free bytes not yet returned to the kernel      */
     size_t purged_total;  /* bytes returned to the kernel so far            */
     size_t purges;        /* madvise calls made                             */
     size_t segments;      /* live 4 MiB segments                            */

@@ -71,9 +71,10 @@ static size_t arena_find(spry_arena_t *a, size_t n, size_t align, size_t lead) {
     return SIZE_MAX;
 }
 
-static bool arena_run_clean(spry_arena_t *a, size_t start, size_t n) {
-    for (size_t i = 0; i < n; i++) if (bit_get(a->dirty, start + i)) return false;
-    return true;
+static size_t arena_run_dirty(spry_arena_t *a, size_t start, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += bit_get(a->dirty, start + i);
+    return d;
 }
 
 static spry_arena_t *arena_create(size_t min_chunks) {
@@ -121,7 +122,6 @@ static bool arena_dedicated(size_t chunks, size_t align, size_t lead, spry_run_t
     out->base = base; out->chunks = chunks; out->clean = true; out->dedicated = true;
     spry_stat_add(&spry_stat.mapped, bytes);
     spry_stat_add(&spry_stat.arenas, 1);
-    spry_stat_commit(bytes);
     return true;
 }
 
@@ -144,7 +144,8 @@ bool spry_arena_alloc(size_t chunks, size_t align, size_t lead, spry_run_t *out)
         errno = ENOMEM;
         return false;
     }
-    out->clean = arena_run_clean(a, at, chunks);
+    size_t dirty = arena_run_dirty(a, at, chunks);
+    out->clean = dirty == 0;
     bits_set(a->used, at, chunks);
     bits_set(a->dirty, at, chunks);
     bits_clr(a->aging, at, chunks);
@@ -152,7 +153,7 @@ bool spry_arena_alloc(size_t chunks, size_t align, size_t lead, spry_run_t *out)
     out->base = a->base + at * SPRY_SEGMENT_SIZE;
     out->chunks = chunks;
     out->dedicated = false;
-    if (out->clean) spry_stat_commit(chunks * SPRY_SEGMENT_SIZE);
+    spry_stat_dirty_sub(dirty * SPRY_SEGMENT_SIZE);
     return true;
 }
 
@@ -161,7 +162,6 @@ void spry_arena_free(const spry_run_t *run, bool dirty) {
     if (run->dedicated) {
         spry_os_release(run->base, bytes);
         spry_stat_sub(&spry_stat.mapped, bytes);
-        spry_stat_uncommit(bytes);
         return;
     }
     pthread_mutex_lock(&arena_lock);
@@ -170,7 +170,8 @@ void spry_arena_free(const spry_run_t *run, bool dirty) {
         if (b < a->base || b >= a->base + a->chunks * SPRY_SEGMENT_SIZE) continue;
         size_t at = (size_t)(b - a->base) / SPRY_SEGMENT_SIZE;
         bits_clr(a->used, at, run->chunks);
-        if (!dirty) bits_clr(a->dirty, at, run->chunks);   /* caller counted it */
+        if (dirty) spry_stat_dirty_add(bytes);
+        else bits_clr(a->dirty, at, run->chunks);
         break;
     }
     pthread_mutex_unlock(&arena_lock);
@@ -193,7 +194,7 @@ bool spry_arena_purge(bool force) {
             spry_os_purge(a->base + i * SPRY_SEGMENT_SIZE, n * SPRY_SEGMENT_SIZE);
             spry_stat_add(&spry_stat.purged_total, n * SPRY_SEGMENT_SIZE);
             spry_stat_add(&spry_stat.purges, 1);
-            spry_stat_uncommit(n * SPRY_SEGMENT_SIZE);
+            spry_stat_dirty_sub(n * SPRY_SEGMENT_SIZE);
             pthread_mutex_lock(&arena_lock);
             bits_clr(a->used, i, n);
             bits_clr(a->dirty, i, n);

@@ -21,8 +21,8 @@ typedef struct spry_run {
  * (align: power of two, 0 for plain 4 MiB alignment). False with errno
  * ENOMEM when the address space is exhausted. */
 bool  spry_arena_alloc(size_t chunks, size_t align, size_t lead_bytes, spry_run_t *out);
-/* Returns a run. `dirty`: it may hold resident memory (purged, and counted
- * out of `committed`, later); a clean run's caller has done both itself. */
+/* Returns a run. `dirty`: it may hold resident memory (purged later);
+ * otherwise the caller has purged it. */
 void  spry_arena_free(const spry_run_t *run, bool dirty);
 /* Purges free chunks dirty since the previous call (all of them if force).
  * Returns true while some dirty free memory is left waiting. */

@@ -140,12 +140,13 @@ static void heap_drain_inbox(spry_heap_t *heap) {
 
 /* ---- allocation --------------------------------------------------------- */
 
-static void *page_pop(spry_page_t *page) {
+static inline void *page_pop(spry_page_t *page) {
     spry_block_t *b = page->free;
     page->free = b->next;
     page->used++;
     return b;
 }
+
 
 static void *class_alloc(spry_heap_t *heap, unsigned c) {
     spry_page_queue_t *q = &heap->queues[c];
@@ -186,6 +187,12 @@ static void *large_alloc(spry_heap_t *heap, size_t n) {
 }
 
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
+    /* Sizes above the direct table: the same pop, after a class lookup. (The
+     * empty heap's queues are empty, so a new thread falls through.) */
+    if (spry_likely(n <= SPRY_CLASS_MAX)) {
+        spry_page_t *page = heap->queues[spry_class_of(n)].first;
+        if (spry_likely(page && page->free)) return page_pop(page);
+    }
     if (spry_unlikely(heap == &spry_empty_heap)) {
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
@@ -365,5 +372,34 @@ void spry_heaps_fork_child(void) {
             heaps_dormant = h;
             spry_stat_add(&spry_stat.heaps_abandoned, 1);
         }
+    }
+}
+
+/* ---- heap walk (statistics, debugging) ---------------------------------- */
+
+void spry_heaps_walk(spry_heap_walk_t *w) {
+    pthread_mutex_lock(&heaps_lock);
+    spry_heap_t *all = heaps_all;
+    pthread_mutex_unlock(&heaps_lock);
+    for (spry_heap_t *h = all; h; h = h->all_next) {
+        pthread_mutex_lock(&h->lock);
+        for (spry_segment_t *seg = h->segments; seg; seg = seg->next) {
+            w->segments++;
+            w->free_slices += (size_t)__builtin_popcountll(seg->free_mask);
+            for (unsigned i = 1; i < SPRY_SLICES; i++) {
+                spry_page_t *p = &seg->pages[i];
+                if (seg->slice_page[i] != p || (seg->free_mask >> i) & 1) continue;
+                if (p->kind == SPRY_PAGE_CLASS) {
+                    w->class_pages++;
+                    if (p->key & SPRY_KEY_FULL) w->full_pages++;
+                    w->class_bytes += (size_t)p->slice_count * SPRY_SLICE_SIZE;
+                    w->used_bytes += (size_t)(p->used - p->pinned) * p->block_size;
+                } else if (p->kind == SPRY_PAGE_LARGE) {
+                    w->large_pages++;
+                    w->used_bytes += p->used ? p->block_size : 0;
+                }
+            }
+        }
+        pthread_mutex_unlock(&h->lock);
     }
 }

@@ -23,6 +23,14 @@ void  spry_heap_collect(spry_heap_t *heap, bool release_retained);
 /* The purge thread's pass over all heaps; true while memory waits. */
 bool  spry_heaps_purge(bool force);
 
+typedef struct spry_heap_walk {
+    size_t segments, free_slices, class_pages, full_pages, large_pages;
+    size_t class_bytes, used_bytes;
+} spry_heap_walk_t;
+/* Counts over every heap's segments (takes each heap lock in turn; the
+ * owner-only fields read are a snapshot, good for statistics only). */
+void  spry_heaps_walk(spry_heap_walk_t *w);
+
 void  spry_heaps_fork_prepare(void);
 void  spry_heaps_fork_parent(void);
 void  spry_heaps_fork_child(void);

@@ -56,6 +56,8 @@ static spry_segment_t *segment_create(spry_heap_t *heap) {
     seg->free_mask = SPRY_SLICES_ALL;
     seg->dirty_mask = run.clean ? 0 : SPRY_SLICES_ALL;
     seg->aging_mask = 0;
+    spry_stat_in_use_add(SPRY_SLICE_SIZE);                 /* the header slice */
+    if (!run.clean) spry_stat_dirty_add(SPRY_SEGMENT_SIZE - SPRY_SLICE_SIZE);
     chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
     segment_link(heap, seg);
     spry_stat_add(&spry_stat.segments, 1);
@@ -65,14 +67,13 @@ static spry_segment_t *segment_create(spry_heap_t *heap) {
 static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
     segment_unlink(heap, seg);
     chunk_map_set(seg, SPRY_CHUNK_FOREIGN);
-    /* Free slices are purged by now; the arena purges the rest (the header
-     * slice) later. Count the clean slices back in so that the arena's purge
-     * of the whole chunk balances `committed`. */
-    uint64_t clean = SPRY_SLICES_ALL & ~seg->dirty_mask;
-    spry_stat_commit((size_t)__builtin_popcountll(clean) * SPRY_SLICE_SIZE);
+    /* Its free slices are purged by now; the header goes too, so the arena
+     * gets the chunk back clean. */
     spry_run_t run = { seg, 1, false, false };
     spry_stat_sub(&spry_stat.segments, 1);
-    spry_arena_free(&run, true);
+    spry_stat_in_use_sub(SPRY_SLICE_SIZE);
+    spry_os_purge(seg, SPRY_SLICE_SIZE);
+    spry_arena_free(&run, false);
 }
 
 spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
@@ -92,15 +93,15 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     }
     uint64_t bits = SLICE_BITS((unsigned)at, slices);
     bool clean = (seg->dirty_mask & bits) == 0;
-    size_t was_clean = (size_t)__builtin_popcountll(bits & ~seg->dirty_mask);
+    size_t was_dirty = (size_t)__builtin_popcountll(bits & seg->dirty_mask);
     seg->free_mask &= ~bits;
     seg->dirty_mask |= bits;
     seg->aging_mask &= ~bits;
     for (unsigned i = 0; i < slices; i++) seg->slice_page[at + i] = &seg->pages[at];
     pthread_mutex_unlock(&heap->lock);
 
-    spry_stat_commit(was_clean * SPRY_SLICE_SIZE);
-    spry_stat_add(&spry_stat.in_use, (size_t)slices * SPRY_SLICE_SIZE);
+    spry_stat_dirty_sub(was_dirty * SPRY_SLICE_SIZE);
+    spry_stat_in_use_add((size_t)slices * SPRY_SLICE_SIZE);
     spry_page_t *page = &seg->pages[at];
     page->slice_count = (uint8_t)slices;
     page->start = (uint8_t *)seg + (size_t)at * SPRY_SLICE_SIZE;
@@ -113,7 +114,8 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = (unsigned)(page - seg->pages);
     uint64_t bits = SLICE_BITS(first, page->slice_count);
-    spry_stat_sub(&spry_stat.in_use, (size_t)page->slice_count * SPRY_SLICE_SIZE);
+    spry_stat_in_use_sub((size_t)page->slice_count * SPRY_SLICE_SIZE);
+    spry_stat_dirty_add((size_t)page->slice_count * SPRY_SLICE_SIZE);
     page->kind = SPRY_PAGE_FREE;
     page->key = 0;
     page->free = page->local_free = NULL;
@@ -139,7 +141,7 @@ bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
             spry_os_purge((uint8_t *)seg + (size_t)i * SPRY_SLICE_SIZE, bytes);
             spry_stat_add(&spry_stat.purged_total, bytes);
             spry_stat_add(&spry_stat.purges, 1);
-            spry_stat_uncommit(bytes);
+            spry_stat_dirty_sub(bytes);
             uint64_t bits = SLICE_BITS(i, j - i);
             seg->dirty_mask &= ~bits;
             ripe &= ~bits;
@@ -202,7 +204,7 @@ void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     else chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
     if (spry_option(SPRY_OPT_THP) && usable >= 2 * 1024 * 1024) spry_os_huge(block, usable);
     spry_stat_add(&spry_stat.huge_in_use, seg->size);
-    spry_stat_add(&spry_stat.in_use, seg->size);
+    spry_stat_in_use_add(seg->size);
     return block;
 }
 
@@ -227,7 +229,7 @@ void spry_huge_free(spry_segment_t *seg) {
     else
         chunk_map_set(seg, SPRY_CHUNK_FOREIGN);
     spry_stat_sub(&spry_stat.huge_in_use, seg->size);
-    spry_stat_sub(&spry_stat.in_use, seg->size);
+    spry_stat_in_use_sub(seg->size);
     spry_run_t run = { seg, seg->size >> SPRY_SEGMENT_SHIFT, false, seg->arena_dedicated != 0 };
     page->kind = SPRY_PAGE_FREE;
     spry_arena_free(&run, true);

@@ -3,26 +3,32 @@
 #include "options.h"
 #include "fmt.h"
 #include "os.h"
+#include "heap.h"
 #include "../include/spry.h"
 
 spry_stat_counters_t spry_stat;
 
-void spry_stat_commit(size_t v) {
-    size_t now = atomic_fetch_add_explicit(&spry_stat.committed, v, memory_order_relaxed) + v;
+static void stat_sub_saturating(_Atomic(size_t) *c, size_t v) {
+    /* Estimates can cross (a purge of memory already counted clean); never wrap. */
+    size_t cur = atomic_load_explicit(c, memory_order_relaxed);
+    size_t next;
+    do { next = cur > v ? cur - v : 0; }
+    while (!atomic_compare_exchange_weak_explicit(c, &cur, next,
+                                                  memory_order_relaxed, memory_order_relaxed));
+}
+
+void spry_stat_in_use_add(size_t v) {
+    size_t now = atomic_fetch_add_explicit(&spry_stat.in_use, v, memory_order_relaxed) + v;
+    now += atomic_load_explicit(&spry_stat.dirty, memory_order_relaxed);
     size_t peak = atomic_load_explicit(&spry_stat.committed_peak, memory_order_relaxed);
     while (now > peak &&
            !atomic_compare_exchange_weak_explicit(&spry_stat.committed_peak, &peak, now,
                                                   memory_order_relaxed, memory_order_relaxed)) {}
 }
 
-void spry_stat_uncommit(size_t v) {
-    /* Estimates can cross (a purge of memory counted as clean); never wrap. */
-    size_t cur = atomic_load_explicit(&spry_stat.committed, memory_order_relaxed);
-    size_t next;
-    do { next = cur > v ? cur - v : 0; }
-    while (!atomic_compare_exchange_weak_explicit(&spry_stat.committed, &cur, next,
-                                                  memory_order_relaxed, memory_order_relaxed));
-}
+void spry_stat_in_use_sub(size_t v) { stat_sub_saturating(&spry_stat.in_use, v); }
+void spry_stat_dirty_add(size_t v)  { spry_stat_add(&spry_stat.dirty, v); }
+void spry_stat_dirty_sub(size_t v)  { stat_sub_saturating(&spry_stat.dirty, v); }
 
 __attribute__((visibility("default")))
 void spry_stats_get(spry_stats_t *out) {
@@ -30,6 +36,16 @@ void spry_stats_get(spry_stats_t *out) {
 #define X(name, doc) out->name = atomic_load_explicit(&spry_stat.name, memory_order_relaxed);
     SPRY_STAT_LIST(X)
 #undef X
+    out->committed = out->in_use + out->dirty;
+}
+
+static void stats_line(int fd, const char *name, size_t v, const char *doc);
+
+static size_t stat_value(const _Atomic(size_t) *c) {
+    if (c == &spry_stat.committed)
+        return atomic_load_explicit(&spry_stat.in_use, memory_order_relaxed) +
+               atomic_load_explicit(&spry_stat.dirty, memory_order_relaxed);
+    return atomic_load_explicit(c, memory_order_relaxed);
 }
 
 static void stats_line(int fd, const char *name, size_t v, const char *doc) {
@@ -52,9 +68,18 @@ static void stats_line(int fd, const char *name, size_t v, const char *doc) {
 __attribute__((visibility("default")))
 void spry_stats_print(int fd) {
     spry_os_write(fd, "spry statistics:\n", 17);
-#define X(name, doc) stats_line(fd, #name, atomic_load_explicit(&spry_stat.name, memory_order_relaxed), doc);
+#define X(name, doc) stats_line(fd, #name, stat_value(&spry_stat.name), doc);
     SPRY_STAT_LIST(X)
 #undef X
+    spry_heap_walk_t w = {0};
+    spry_heaps_walk(&w);
+    stats_line(fd, "walk.segments", w.segments, "segments owned by heaps");
+    stats_line(fd, "walk.free_slices", w.free_slices, "64 KiB slices free in them");
+    stats_line(fd, "walk.class_pages", w.class_pages, "pages of size classes");
+    stats_line(fd, "walk.full_pages", w.full_pages, "of which full");
+    stats_line(fd, "walk.large_pages", w.large_pages, "pages holding one large block");
+    stats_line(fd, "walk.class_bytes", w.class_bytes, "bytes spanned by class pages");
+    stats_line(fd, "walk.used_bytes", w.used_bytes, "bytes in blocks not freed (or not yet collected)");
     spry_os_write(fd, "spry options:\n", 14);
     spry_options_print(fd);
 }

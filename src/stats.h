@@ -9,10 +9,11 @@
 
 #define SPRY_STAT_LIST(X) \
     X(mapped,          "address space reserved from the kernel") \
-    X(committed,       "bytes that may be resident (mapped minus purged)") \
+    X(committed,       "bytes that may be resident: in_use + dirty") \
     X(committed_peak,  "highest committed") \
     X(in_use,          "bytes in pages and blocks handed to heaps") \
     X(huge_in_use,     "bytes in huge blocks") \
+    X(dirty,           "free bytes not yet returned to the kernel") \
     X(purged_total,    "bytes returned to the kernel so far") \
     X(purges,          "madvise calls made") \
     X(segments,        "live 4 MiB segments") \
@@ -29,8 +30,10 @@ typedef struct spry_stat_counters {
 
 extern spry_stat_counters_t spry_stat;
 
-/* committed += v, keeping committed_peak */
-void spry_stat_commit(size_t v);
-void spry_stat_uncommit(size_t v);
+/* in_use and dirty; committed is their sum, kept only as a peak. */
+void spry_stat_in_use_add(size_t v);
+void spry_stat_in_use_sub(size_t v);
+void spry_stat_dirty_add(size_t v);
+void spry_stat_dirty_sub(size_t v);
 
 #endif
