@@ -42,12 +42,17 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
     for (size_t w = lo; w <= size / 8; w++) heap->direct[w] = page;
 }
 
-/* The head of a one-slice page queue is pinned: its used count holds one
- * phantom block, so frees never see it reach 0 and a thread that mallocs and
- * frees one block in a loop neither returns nor re-takes the span, at no cost
- * to the free fast path. Unpinned when it stops heading the queue. */
+/* The head of a page queue is pinned (for classes up to 64 KiB, pages of at
+ * most 8 slices): its used count holds one phantom block, so frees never see
+ * it reach 0 and a thread that mallocs and frees a few blocks of a class in a
+ * loop neither returns nor re-takes the span, at no cost to the free fast
+ * path. Unpinned when it stops heading the queue. What this keeps from the
+ * kernel is at most one page per class and heap, given back when the thread
+ * exits or calls spry_trim / malloc_trim. */
+#define PIN_MAX_SLICES 8
+
 static void page_pin(spry_page_t *page) {
-    if (page->slice_count == 1 && !page->pinned) { page->pinned = 1; page->used++; }
+    if (page->slice_count <= PIN_MAX_SLICES && !page->pinned) { page->pinned = 1; page->used++; }
 }
 
 static void page_unpin(spry_page_t *page) {
@@ -170,13 +175,18 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
     return page_pop(page);
 }
 
+/* Blocks above 64 KiB: a span each, usable size rounded to the size class
+ * (the span's tail beyond it is never touched, so never resident). Spans are
+ * taken hot-first (spry_span_alloc), so a churn of such blocks keeps reusing
+ * the same resident memory. */
 static void *large_alloc(spry_heap_t *heap, size_t n) {
-    unsigned slices = (unsigned)((n + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
+    size_t usable = spry_good_size_of(n);
+    unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
     spry_page_t *page = spry_span_alloc(heap, slices);
     if (!page) return NULL;
     page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
-    page->block_size = (size_t)slices * SPRY_SLICE_SIZE;
+    page->block_size = usable;
     page->pinned = 0;
     page->reserved = page->capacity = page->used = 1;
     page->free = page->local_free = NULL;
@@ -189,7 +199,7 @@ static void *large_alloc(spry_heap_t *heap, size_t n) {
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     /* Sizes above the direct table: the same pop, after a class lookup. (The
      * empty heap's queues are empty, so a new thread falls through.) */
-    if (spry_likely(n <= SPRY_CLASS_MAX)) {
+    if (spry_likely(n <= SPRY_PAGED_MAX)) {
         spry_page_t *page = heap->queues[spry_class_of(n)].first;
         if (spry_likely(page && page->free)) return page_pop(page);
     }
@@ -203,7 +213,7 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         spry_heap_collect(heap, true);
     spry_purge_poll();
     void *p;
-    if (n <= SPRY_CLASS_MAX) p = class_alloc(heap, spry_class_of(n));
+    if (n <= SPRY_PAGED_MAX) p = class_alloc(heap, spry_class_of(n));
     else if (n <= SPRY_LARGE_MAX) p = large_alloc(heap, n);
     else p = spry_huge_alloc(n, 0, false);
     if (!p) errno = ENOMEM;
@@ -220,7 +230,7 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
     if (n > SPRY_ALLOC_MAX) { errno = ENOMEM; return NULL; }
     if (align <= SPRY_SLICE_SIZE) {
         size_t want = n < align ? align : n;
-        if (want <= SPRY_CLASS_MAX) {
+        if (want <= SPRY_PAGED_MAX) {
             unsigned c = spry_class_of(want);
             while (spry_class_size(c) % align) c++;
             return spry_heap_malloc(spry_class_size(c), heap);

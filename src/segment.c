@@ -80,8 +80,13 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     pthread_mutex_lock(&heap->lock);
     spry_segment_t *seg;
     int at = -1;
+    /* Hot first: a run of slices still resident from their last use costs no
+     * page faults and adds nothing to RSS; then any free run. */
     for (seg = heap->segments; seg; seg = seg->next)
-        if ((at = mask_find_run(seg->free_mask, slices)) >= 0) break;
+        if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices)) >= 0) break;
+    if (!seg)
+        for (seg = heap->segments; seg; seg = seg->next)
+            if ((at = mask_find_run(seg->free_mask, slices)) >= 0) break;
     if (!seg) {
         seg = segment_create(heap);
         if (!seg) { pthread_mutex_unlock(&heap->lock); errno = ENOMEM; return NULL; }

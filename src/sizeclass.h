@@ -30,7 +30,9 @@ static inline size_t spry_class_size(unsigned c) {
 static inline unsigned spry_class_slices(unsigned c) {
     size_t s = spry_class_size(c);
     if (s <= 8 * 1024) return 1;
+    if (s <= 16 * 1024) return 2;
     if (s <= 32 * 1024) return 4;
+    if (s <= 64 * 1024) return 8;
     if (s <= 128 * 1024) return 16;
     return 32;
 }

@@ -39,11 +39,13 @@
 #define SPRY_OS_PAGE         4096
 
 /* Requests up to SMALL_MAX go through the direct table: one load finds the
- * page to pop from. Up to CLASS_MAX they use size classes (8 steps per
- * doubling); up to LARGE_MAX a span of slices of their own; beyond, a huge
- * segment. */
+ * page to pop from. Up to PAGED_MAX they live in pages of their size class;
+ * up to LARGE_MAX each block gets a span of slices of its own (its usable
+ * size still rounded to the class up to CLASS_MAX: 8 steps per doubling);
+ * beyond, a huge segment. */
 #define SPRY_SMALL_MAX       1024
 #define SPRY_DIRECT_SLOTS    (SPRY_SMALL_MAX / 8 + 1)
+#define SPRY_PAGED_MAX       ((size_t)64 * 1024)
 #define SPRY_CLASS_MAX       ((size_t)512 * 1024)
 #define SPRY_CLASS_COUNT     105
 #define SPRY_LARGE_MAX       ((size_t)2 * 1024 * 1024)
