@@ -4,6 +4,7 @@
 #include "arena.h"
 #include "types.h"
 #include "os.h"
+#include "lock.h"
 #include "options.h"
 #include "stats.h"
 #include <errno.h>
@@ -21,28 +22,28 @@ typedef struct spry_arena {
     struct spry_arena *next;
 } spry_arena_t;
 
-static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static spry_lock_t arena_lock = SPRY_LOCK_INIT;
 static spry_arena_t *arena_list;
 static size_t arena_next_chunks;               /* size of the next reservation */
 
-static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static spry_lock_t meta_lock = SPRY_LOCK_INIT;
 static uint8_t *meta_cur, *meta_end;
 
 /* ---- metadata ---------------------------------------------------------- */
 
 void *spry_meta_alloc(size_t size) {
     size = (size + 63) & ~(size_t)63;
-    pthread_mutex_lock(&meta_lock);
+    spry_lock(&meta_lock);
     if ((size_t)(meta_end - meta_cur) < size) {
         size_t chunk = size > (1u << 20) ? size : (1u << 20);
         uint8_t *p = spry_os_reserve(chunk, SPRY_OS_PAGE);
-        if (!p) { pthread_mutex_unlock(&meta_lock); return NULL; }
+        if (!p) { spry_unlock(&meta_lock); return NULL; }
         spry_stat_add(&spry_stat.mapped, chunk);
         meta_cur = p; meta_end = p + chunk;
     }
     void *r = meta_cur;
     meta_cur += size;
-    pthread_mutex_unlock(&meta_lock);
+    spry_unlock(&meta_lock);
     return r;   /* fresh mappings are zero */
 }
 
@@ -129,7 +130,7 @@ bool spry_arena_alloc(size_t chunks, size_t align, size_t lead, spry_run_t *out)
     if (align <= SPRY_SEGMENT_SIZE && lead == 0) align = 0;
     if (chunks > ARENA_MAX_CHUNKS / 2 || align > ARENA_MAX_CHUNKS / 4 * SPRY_SEGMENT_SIZE)
         return arena_dedicated(chunks, align, lead, out);
-    pthread_mutex_lock(&arena_lock);
+    spry_lock(&arena_lock);
     spry_arena_t *a;
     size_t at = SIZE_MAX;
     for (a = arena_list; a; a = a->next)
@@ -140,7 +141,7 @@ bool spry_arena_alloc(size_t chunks, size_t align, size_t lead, spry_run_t *out)
         if (a) at = arena_find(a, chunks, align, lead);
     }
     if (!a || at == SIZE_MAX) {
-        pthread_mutex_unlock(&arena_lock);
+        spry_unlock(&arena_lock);
         errno = ENOMEM;
         return false;
     }
@@ -149,7 +150,7 @@ bool spry_arena_alloc(size_t chunks, size_t align, size_t lead, spry_run_t *out)
     bits_set(a->used, at, chunks);
     bits_set(a->dirty, at, chunks);
     bits_clr(a->aging, at, chunks);
-    pthread_mutex_unlock(&arena_lock);
+    spry_unlock(&arena_lock);
     out->base = a->base + at * SPRY_SEGMENT_SIZE;
     out->chunks = chunks;
     out->dedicated = false;
@@ -164,7 +165,7 @@ void spry_arena_free(const spry_run_t *run, bool dirty) {
         spry_stat_sub(&spry_stat.mapped, bytes);
         return;
     }
-    pthread_mutex_lock(&arena_lock);
+    spry_lock(&arena_lock);
     for (spry_arena_t *a = arena_list; a; a = a->next) {
         uint8_t *b = run->base;
         if (b < a->base || b >= a->base + a->chunks * SPRY_SEGMENT_SIZE) continue;
@@ -174,12 +175,12 @@ void spry_arena_free(const spry_run_t *run, bool dirty) {
         else bits_clr(a->dirty, at, run->chunks);
         break;
     }
-    pthread_mutex_unlock(&arena_lock);
+    spry_unlock(&arena_lock);
 }
 
 bool spry_arena_purge(bool force) {
     bool waiting = false;
-    pthread_mutex_lock(&arena_lock);
+    spry_lock(&arena_lock);
     for (spry_arena_t *a = arena_list; a; a = a->next) {
         size_t i = 0;
         while (i < a->chunks) {
@@ -190,12 +191,12 @@ bool spry_arena_purge(bool force) {
                    (force || bit_get(a->aging, j))) j++;
             size_t n = j - i;
             bits_set(a->used, i, n);          /* hold them while unlocked */
-            pthread_mutex_unlock(&arena_lock);
+            spry_unlock(&arena_lock);
             spry_os_purge(a->base + i * SPRY_SEGMENT_SIZE, n * SPRY_SEGMENT_SIZE);
             spry_stat_add(&spry_stat.purged_total, n * SPRY_SEGMENT_SIZE);
             spry_stat_add(&spry_stat.purges, 1);
             spry_stat_dirty_sub(n * SPRY_SEGMENT_SIZE);
-            pthread_mutex_lock(&arena_lock);
+            spry_lock(&arena_lock);
             bits_clr(a->used, i, n);
             bits_clr(a->dirty, i, n);
             bits_clr(a->aging, i, n);
@@ -207,13 +208,13 @@ bool spry_arena_purge(bool force) {
             if (a->aging[w]) waiting = true;
         }
     }
-    pthread_mutex_unlock(&arena_lock);
+    spry_unlock(&arena_lock);
     return waiting;
 }
 
-void spry_arena_fork_prepare(void) { pthread_mutex_lock(&meta_lock); pthread_mutex_lock(&arena_lock); }
-void spry_arena_fork_parent(void)  { pthread_mutex_unlock(&arena_lock); pthread_mutex_unlock(&meta_lock); }
+void spry_arena_fork_prepare(void) { spry_lock(&meta_lock); spry_lock(&arena_lock); }
+void spry_arena_fork_parent(void)  { spry_unlock(&arena_lock); spry_unlock(&meta_lock); }
 void spry_arena_fork_child(void) {
-    pthread_mutex_init(&arena_lock, NULL);
-    pthread_mutex_init(&meta_lock, NULL);
+    spry_lock_init(&arena_lock);
+    spry_lock_init(&meta_lock);
 }

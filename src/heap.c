@@ -23,11 +23,11 @@
 spry_page_t spry_empty_page;
 spry_heap_t spry_empty_heap = {
     .direct = { [0 ... SPRY_DIRECT_SLOTS - 1] = &spry_empty_page },
-    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .lock = SPRY_LOCK_INIT,
 };
 __thread spry_heap_t *spry_tls_heap __attribute__((tls_model("initial-exec"))) = &spry_empty_heap;
 
-static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static spry_lock_t heaps_lock = SPRY_LOCK_INIT;
 static spry_heap_t *heaps_all;       /* every heap ever made (never freed) */
 static spry_heap_t *heaps_dormant;   /* heaps of exited threads            */
 static pthread_key_t heap_key;
@@ -249,7 +249,7 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
  * heap lock so that the span layout holds still; remote threads may read a
  * key meanwhile and see either value, both of which send them remote. */
 static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
-    pthread_mutex_lock(&heap->lock);
+    spry_lock(&heap->lock);
     heap->tid = tid;
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
@@ -258,7 +258,7 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
                 page->key = tid | (page->key & SPRY_KEY_FULL);
         }
     }
-    pthread_mutex_unlock(&heap->lock);
+    spry_unlock(&heap->lock);
 }
 
 static void heap_thread_exit(void *arg) {
@@ -267,11 +267,11 @@ static void heap_thread_exit(void *arg) {
     spry_tls_heap = &spry_empty_heap;
     heap_rekey(heap, 0);
     spry_heap_collect(heap, true);
-    pthread_mutex_lock(&heaps_lock);
+    spry_lock(&heaps_lock);
     heap->is_dormant = 1;
     heap->dormant_next = heaps_dormant;
     heaps_dormant = heap;
-    pthread_mutex_unlock(&heaps_lock);
+    spry_unlock(&heaps_lock);
     spry_stat_add(&spry_stat.heaps_abandoned, 1);
     spry_purge_notify();
 }
@@ -283,25 +283,25 @@ void spry_heaps_init(void) {
 spry_heap_t *spry_heap_acquire(void) {
     spry_init();
     spry_heap_t *heap;
-    pthread_mutex_lock(&heaps_lock);
+    spry_lock(&heaps_lock);
     heap = heaps_dormant;
     if (heap) {
         heaps_dormant = heap->dormant_next;
         heap->dormant_next = NULL;
         heap->is_dormant = 0;
     }
-    pthread_mutex_unlock(&heaps_lock);
+    spry_unlock(&heaps_lock);
     if (heap) {
         spry_stat_sub(&spry_stat.heaps_abandoned, 1);
     } else {
         heap = spry_meta_alloc(sizeof *heap);
         if (!heap) return NULL;
         for (size_t w = 0; w < SPRY_DIRECT_SLOTS; w++) heap->direct[w] = &spry_empty_page;
-        pthread_mutex_init(&heap->lock, NULL);
-        pthread_mutex_lock(&heaps_lock);
+        spry_lock_init(&heap->lock);
+        spry_lock(&heaps_lock);
         heap->all_next = heaps_all;
         heaps_all = heap;
-        pthread_mutex_unlock(&heaps_lock);
+        spry_unlock(&heaps_lock);
         spry_stat_add(&spry_stat.heaps, 1);
     }
     heap_rekey(heap, spry_thread_key());
@@ -330,24 +330,24 @@ bool spry_heaps_purge(bool force) {
     bool waiting = false;
     /* Dormant heaps have no owner: claim them all, collect what other threads
      * freed into them, and put them back. */
-    pthread_mutex_lock(&heaps_lock);
+    spry_lock(&heaps_lock);
     spry_heap_t *dormant = heaps_dormant;
     heaps_dormant = NULL;
-    pthread_mutex_unlock(&heaps_lock);
+    spry_unlock(&heaps_lock);
     spry_heap_t *last = NULL;
     for (spry_heap_t *h = dormant; h; h = h->dormant_next) {
         spry_heap_collect(h, true);
         last = h;
     }
     if (last) {
-        pthread_mutex_lock(&heaps_lock);
+        spry_lock(&heaps_lock);
         last->dormant_next = heaps_dormant;
         heaps_dormant = dormant;
-        pthread_mutex_unlock(&heaps_lock);
+        spry_unlock(&heaps_lock);
     }
-    pthread_mutex_lock(&heaps_lock);
+    spry_lock(&heaps_lock);
     spry_heap_t *all = heaps_all;
-    pthread_mutex_unlock(&heaps_lock);
+    spry_unlock(&heaps_lock);
     /* heaps_all only grows at its head, so this walk is safe unlocked. */
     for (spry_heap_t *h = all; h; h = h->all_next) {
         if (!h->segments) continue;
@@ -360,21 +360,21 @@ bool spry_heaps_purge(bool force) {
 /* ---- fork ---------------------------------------------------------------- */
 
 void spry_heaps_fork_prepare(void) {
-    pthread_mutex_lock(&heaps_lock);
-    for (spry_heap_t *h = heaps_all; h; h = h->all_next) pthread_mutex_lock(&h->lock);
+    spry_lock(&heaps_lock);
+    for (spry_heap_t *h = heaps_all; h; h = h->all_next) spry_lock(&h->lock);
 }
 
 void spry_heaps_fork_parent(void) {
-    for (spry_heap_t *h = heaps_all; h; h = h->all_next) pthread_mutex_unlock(&h->lock);
-    pthread_mutex_unlock(&heaps_lock);
+    for (spry_heap_t *h = heaps_all; h; h = h->all_next) spry_unlock(&h->lock);
+    spry_unlock(&heaps_lock);
 }
 
 /* In the child only the forking thread lives on: every other live heap
  * becomes dormant, so its memory is reused rather than lost. */
 void spry_heaps_fork_child(void) {
-    pthread_mutex_init(&heaps_lock, NULL);
+    spry_lock_init(&heaps_lock);
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
-        pthread_mutex_init(&h->lock, NULL);
+        spry_lock_init(&h->lock);
         if (h != spry_tls_heap && !h->is_dormant) {
             heap_rekey(h, 0);
             h->is_dormant = 1;
@@ -387,12 +387,22 @@ void spry_heaps_fork_child(void) {
 
 /* ---- heap walk (statistics, debugging) ---------------------------------- */
 
-void spry_heaps_walk(spry_heap_walk_t *w) {
-    pthread_mutex_lock(&heaps_lock);
+void spry_heaps_span_totals(size_t *in_use, size_t *dirty) {
+    spry_lock(&heaps_lock);
     spry_heap_t *all = heaps_all;
-    pthread_mutex_unlock(&heaps_lock);
+    spry_unlock(&heaps_lock);
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        pthread_mutex_lock(&h->lock);
+        *in_use += atomic_load_explicit(&h->span_in_use, memory_order_relaxed);
+        *dirty += atomic_load_explicit(&h->span_dirty, memory_order_relaxed);
+    }
+}
+
+void spry_heaps_walk(spry_heap_walk_t *w) {
+    spry_lock(&heaps_lock);
+    spry_heap_t *all = heaps_all;
+    spry_unlock(&heaps_lock);
+    for (spry_heap_t *h = all; h; h = h->all_next) {
+        spry_lock(&h->lock);
         for (spry_segment_t *seg = h->segments; seg; seg = seg->next) {
             w->segments++;
             w->free_slices += (size_t)__builtin_popcountll(seg->free_mask);
@@ -410,6 +420,6 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
                 }
             }
         }
-        pthread_mutex_unlock(&h->lock);
+        spry_unlock(&h->lock);
     }
 }

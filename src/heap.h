@@ -30,6 +30,8 @@ typedef struct spry_heap_walk {
 /* Counts over every heap's segments (takes each heap lock in turn; the
  * owner-only fields read are a snapshot, good for statistics only). */
 void  spry_heaps_walk(spry_heap_walk_t *w);
+/* Adds every heap's span counters (relaxed reads, no heap lock). */
+void  spry_heaps_span_totals(size_t *in_use, size_t *dirty);
 
 void  spry_heaps_fork_prepare(void);
 void  spry_heaps_fork_parent(void);

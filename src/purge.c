@@ -10,6 +10,7 @@
 #include "arena.h"
 #include "options.h"
 #include "os.h"
+#include "stats.h"
 #include <pthread.h>
 #include <signal.h>
 
@@ -22,6 +23,7 @@ static _Atomic(uint64_t) inline_next_ms;   /* when no thread: next inline pass *
 
 /* One pass: ripe memory of every heap and of the arenas. */
 static bool purge_pass(bool force) {
+    spry_stat_sample_peak();
     bool waiting = spry_heaps_purge(force);
     if (spry_arena_purge(force)) waiting = true;
     return waiting;

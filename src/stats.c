@@ -30,22 +30,28 @@ void spry_stat_in_use_sub(size_t v) { stat_sub_saturating(&spry_stat.in_use, v);
 void spry_stat_dirty_add(size_t v)  { spry_stat_add(&spry_stat.dirty, v); }
 void spry_stat_dirty_sub(size_t v)  { stat_sub_saturating(&spry_stat.dirty, v); }
 
-__attribute__((visibility("default")))
-void spry_stats_get(spry_stats_t *out) {
-    if (!out) return;
+/* Process totals: the global counters plus every heap's span counters. */
+static void stats_collect(spry_stats_t *out) {
 #define X(name, doc) out->name = atomic_load_explicit(&spry_stat.name, memory_order_relaxed);
     SPRY_STAT_LIST(X)
 #undef X
+    spry_heaps_span_totals(&out->in_use, &out->dirty);
     out->committed = out->in_use + out->dirty;
+    size_t peak = atomic_load_explicit(&spry_stat.committed_peak, memory_order_relaxed);
+    while (out->committed > peak &&
+           !atomic_compare_exchange_weak_explicit(&spry_stat.committed_peak, &peak, out->committed,
+                                                  memory_order_relaxed, memory_order_relaxed)) {}
+    if (out->committed > out->committed_peak) out->committed_peak = out->committed;
 }
 
-static void stats_line(int fd, const char *name, size_t v, const char *doc);
+void spry_stat_sample_peak(void) {
+    spry_stats_t s;
+    stats_collect(&s);
+}
 
-static size_t stat_value(const _Atomic(size_t) *c) {
-    if (c == &spry_stat.committed)
-        return atomic_load_explicit(&spry_stat.in_use, memory_order_relaxed) +
-               atomic_load_explicit(&spry_stat.dirty, memory_order_relaxed);
-    return atomic_load_explicit(c, memory_order_relaxed);
+__attribute__((visibility("default")))
+void spry_stats_get(spry_stats_t *out) {
+    if (out) stats_collect(out);
 }
 
 static void stats_line(int fd, const char *name, size_t v, const char *doc) {
@@ -67,8 +73,10 @@ static void stats_line(int fd, const char *name, size_t v, const char *doc) {
 
 __attribute__((visibility("default")))
 void spry_stats_print(int fd) {
+    spry_stats_t s;
+    stats_collect(&s);
     spry_os_write(fd, "spry statistics:\n", 17);
-#define X(name, doc) stats_line(fd, #name, stat_value(&spry_stat.name), doc);
+#define X(name, doc) stats_line(fd, #name, s.name, doc);
     SPRY_STAT_LIST(X)
 #undef X
     spry_heap_walk_t w = {0};

@@ -35,5 +35,7 @@ void spry_stat_in_use_add(size_t v);
 void spry_stat_in_use_sub(size_t v);
 void spry_stat_dirty_add(size_t v);
 void spry_stat_dirty_sub(size_t v);
+/* Updates committed_peak from the current totals (purge passes call it). */
+void spry_stat_sample_peak(void);
 
 #endif

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <pthread.h>
 #include "atomic.h"
+#include "lock.h"
 
 #define SPRY_SEGMENT_SHIFT   22
 #define SPRY_SEGMENT_SIZE    ((size_t)1 << SPRY_SEGMENT_SHIFT)        /* 4 MiB  */
@@ -134,9 +135,13 @@ typedef struct spry_heap {
     /* remote threads push pages with new xfree blocks (lock-free stack) */
     spry_page_t *_Atomic inbox;
     /* span level: segments, their masks; owner slow path + purge thread */
-    pthread_mutex_t lock;
+    spry_lock_t lock;
     spry_segment_t *segments;
     size_t segment_count;
+    /* bytes of slices in pages / free but maybe resident; written under the
+     * lock (plain load+store), read by statistics without it */
+    _Atomic(size_t) span_in_use;
+    _Atomic(size_t) span_dirty;
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */

@@ -1,0 +1,31 @@
+/* spry's lock: one word, one atomic on each side when uncontended, a futex
+ * sleep when contended (no spinning without bound: 64 threads on 2 cores must
+ * not burn the lock holder's time slice). States: 0 free, 1 held, 2 held with
+ * possible sleepers. Used on slow paths only (spans, arenas, thread start). */
+#ifndef SPRY_LOCK_H
+#define SPRY_LOCK_H
+
+#include "atomic.h"
+#include "os.h"
+
+typedef struct spry_lock { _Atomic(int) state; } spry_lock_t;
+#define SPRY_LOCK_INIT { 0 }
+
+static inline void spry_lock_init(spry_lock_t *l) { atomic_store_explicit(&l->state, 0, memory_order_relaxed); }
+
+/* Contended path (lock.c). */
+void spry_lock_slow(spry_lock_t *l);
+
+static inline void spry_lock(spry_lock_t *l) {
+    int e = 0;
+    if (spry_likely(atomic_compare_exchange_strong_explicit(&l->state, &e, 1, memory_order_acquire,
+                                                            memory_order_relaxed))) return;
+    spry_lock_slow(l);
+}
+
+static inline void spry_unlock(spry_lock_t *l) {
+    if (spry_unlikely(atomic_exchange_explicit(&l->state, 0, memory_order_release) == 2))
+        spry_os_wake(&l->state);
+}
+
+#endif
