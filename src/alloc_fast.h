@@ -39,7 +39,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
         return;
     }
     spry_page_t *page = spry_page_of(spry_segment_of(p), p);
-    if (spry_unlikely(page->key != spry_thread_key())) {
+    if (spry_unlikely(spry_key_get(page) != spry_thread_key())) {
         spry_free_slow(page, p);
         return;
     }

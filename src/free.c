@@ -11,12 +11,12 @@ static bool block_start_ok(const spry_page_t *page, const void *p) {
     if (b < page->start) return false;
     size_t off = (size_t)(b - page->start);
     if (page->kind == SPRY_PAGE_CLASS)
-        return off % page->block_size == 0 && off / page->block_size < page->capacity;
+        return off % page->block_size == 0 && off / page->block_size < page->reserved;
     return off == 0;
 }
 
 void spry_free_slow(spry_page_t *page, void *p) {
-    if (page->key == (spry_thread_key() | SPRY_KEY_FULL)) {
+    if (spry_key_get(page) == (spry_thread_key() | SPRY_KEY_FULL)) {
         spry_heap_free_full(page->heap, page, p);
         return;
     }

@@ -97,7 +97,7 @@ static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
 static void page_release(spry_heap_t *heap, spry_page_t *page) {
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & 1) return;
     if (page->kind == SPRY_PAGE_CLASS) {
-        if (page->key & SPRY_KEY_FULL) page->key = heap->tid;
+        if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, heap->tid);
         else queue_remove(heap, page);
     }
     spry_span_free(heap, page);
@@ -111,8 +111,8 @@ void spry_page_empty(spry_page_t *page) {
 void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     b->next = page->local_free;
     page->local_free = b;
-    if (page->kind == SPRY_PAGE_CLASS && (page->key & SPRY_KEY_FULL)) {
-        page->key = heap->tid;
+    if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL)) {
+        spry_key_set(page, heap->tid);
         queue_push_front(heap, page);
     }
     if (--page->used == 0) page_release(heap, page);
@@ -133,8 +133,8 @@ static void heap_drain_inbox(spry_heap_t *heap) {
             t->next = page->local_free;
             page->local_free = list;
             page->used -= n;
-            if (page->kind == SPRY_PAGE_CLASS && (page->key & SPRY_KEY_FULL) && page->used > 0) {
-                page->key = heap->tid;
+            if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
+                spry_key_set(page, heap->tid);
                 queue_push_front(heap, page);
             }
         }
@@ -164,7 +164,7 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
         }
         spry_page_t *next = page->next;
         queue_remove(heap, page);
-        page->key = heap->tid | SPRY_KEY_FULL;
+        spry_key_set(page, heap->tid | SPRY_KEY_FULL);
         page = next;
     }
     page = spry_span_alloc(heap, spry_class_slices(c));
@@ -192,7 +192,7 @@ static void *large_alloc(spry_heap_t *heap, size_t n) {
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
     atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
-    page->key = heap->tid;
+    spry_key_set(page, heap->tid);
     return page->start;
 }
 
@@ -255,7 +255,7 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
             spry_page_t *page = &seg->pages[i];
             if (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE)
-                page->key = tid | (page->key & SPRY_KEY_FULL);
+                spry_key_set(page, tid | (spry_key_get(page) & SPRY_KEY_FULL));
         }
     }
     spry_unlock(&heap->lock);
@@ -350,9 +350,9 @@ bool spry_heaps_purge(bool force) {
     spry_unlock(&heaps_lock);
     /* heaps_all only grows at its head, so this walk is safe unlocked. */
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (!h->segments) continue;
         if (spry_heap_purge_spans(h, force)) waiting = true;
-        if (force && !h->is_dormant) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
+        /* A live owner lets its retained pages go at its next slow path. */
+        if (force) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
     }
     return waiting;
 }
@@ -411,7 +411,7 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
                 if (seg->slice_page[i] != p || (seg->free_mask >> i) & 1) continue;
                 if (p->kind == SPRY_PAGE_CLASS) {
                     w->class_pages++;
-                    if (p->key & SPRY_KEY_FULL) w->full_pages++;
+                    if (spry_key_get(p) & SPRY_KEY_FULL) w->full_pages++;
                     w->class_bytes += (size_t)p->slice_count * SPRY_SLICE_SIZE;
                     w->used_bytes += (size_t)(p->used - p->pinned) * p->block_size;
                 } else if (p->kind == SPRY_PAGE_LARGE) {

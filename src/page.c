@@ -21,7 +21,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
     page->heap = heap;
-    page->key = heap->tid;
+    spry_key_set(page, heap->tid);
     atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
 }

@@ -173,7 +173,7 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     uint64_t bits = SLICE_BITS(first, page->slice_count);
     size_t bytes = (size_t)page->slice_count * SPRY_SLICE_SIZE;
     page->kind = SPRY_PAGE_FREE;
-    page->key = 0;
+    spry_key_set(page, 0);
     page->free = page->local_free = NULL;
     page->used = page->capacity = page->reserved = 0;
     page->block_size = 0;
@@ -232,7 +232,7 @@ void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     for (unsigned i = 0; i < SPRY_SLICES; i++) seg->slice_page[i] = &seg->pages[1];
     spry_page_t *page = &seg->pages[1];
     page->kind = SPRY_PAGE_HUGE;
-    page->key = 0;                       /* every free of it takes the slow path */
+    spry_key_set(page, 0);                       /* every free of it takes the slow path */
     page->block_size = usable;          /* the run's rest allows in-place growth */
     page->start = block;
     page->reserved = page->used = 1;

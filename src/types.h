@@ -82,7 +82,8 @@ typedef struct spry_page {
     /* owner thread only */
     spry_block_t *free;          /* blocks to hand out next                  */
     spry_block_t *local_free;    /* blocks the owner freed since last collect */
-    uintptr_t key;               /* owner heap | SPRY_KEY_FULL               */
+    _Atomic(uintptr_t) key;      /* owner thread | SPRY_KEY_FULL (see above);
+                                    written by the owner, read by any thread */
     uint32_t used;               /* blocks out, including remote-freed ones
                                     not collected yet                         */
     uint32_t capacity;           /* blocks put on lists so far (lazy carving) */
@@ -150,6 +151,15 @@ typedef struct spry_heap {
     uint32_t is_dormant;
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
 } spry_heap_t;
+
+/* Relaxed: plain moves on x86-64. Remote threads may read a key while the
+ * owner changes it; either value sends them down the remote path. */
+static inline uintptr_t spry_key_get(const spry_page_t *page) {
+    return atomic_load_explicit(&page->key, memory_order_relaxed);
+}
+static inline void spry_key_set(spry_page_t *page, uintptr_t key) {
+    atomic_store_explicit(&page->key, key, memory_order_relaxed);
+}
 
 static inline uintptr_t spry_thread_key(void) {
     return (uintptr_t)__builtin_thread_pointer();
