@@ -6,8 +6,8 @@
 #include "page.h"
 #include "sizeclass.h"
 
-#define CARVE_BYTES   (16 * 1024)
-#define CARVE_MIN     4
+#define CARVE_BYTES   4096
+#define CARVE_MIN     1
 
 void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     size_t bs = spry_class_size(c);
