@@ -212,8 +212,9 @@ bool spry_arena_purge(bool force) {
     return waiting;
 }
 
-void spry_arena_fork_prepare(void) { spry_lock(&meta_lock); spry_lock(&arena_lock); }
-void spry_arena_fork_parent(void)  { spry_unlock(&arena_lock); spry_unlock(&meta_lock); }
+/* Lock order: arena_lock before meta_lock (arena_create allocates metadata). */
+void spry_arena_fork_prepare(void) { spry_lock(&arena_lock); spry_lock(&meta_lock); }
+void spry_arena_fork_parent(void)  { spry_unlock(&meta_lock); spry_unlock(&arena_lock); }
 void spry_arena_fork_child(void) {
     spry_lock_init(&arena_lock);
     spry_lock_init(&meta_lock);
