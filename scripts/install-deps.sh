@@ -2,7 +2,7 @@
 # Installs the Debian packages that building and testing spry need. Idempotent:
 # does nothing when everything is present already.
 set -euo pipefail
-pkgs=(cmake make gcc g++ pkg-config python3 sqlite3 git valgrind zlib1g-dev)
+pkgs=(cmake make gcc g++ gcc-multilib g++-multilib pkg-config python3 python3-matplotlib sqlite3 git valgrind zlib1g-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,320 @@
+"""report.md: per test a table of every allocator's median, spry's ratio to
+each peer (speed and peak RSS) with the cells where spry loses marked, the
+problems (CORRUPT, failed, timeouts, preloads that did not take) at the top,
+and the geometric means closing the report."""
+from . import suite
+
+LOSS_MARK = "\u25b2"      # ▲ spry loses this cell by more than the margin
+
+
+def fmt_value(v):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return "%.0f" % v
+    if a >= 100:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    if a == 0:
+        return "0"
+    return "%.3g" % v
+
+
+def fmt_stat(st):
+    if st.median is None:
+        return None
+    s = fmt_value(st.median)
+    sp = st.spread_pct()
+    if sp is not None and sp >= 0.5:
+        s += " \u00b1%.0f%%" % sp
+    return s
+
+
+def fmt_ratio(r, margin=suite.LOSS_MARGIN):
+    if r is None:
+        return "-"
+    if r > margin:
+        return "**%.2f %s**" % (r, LOSS_MARK)
+    return "%.2f" % r
+
+
+def fmt_mib(kb):
+    return None if kb is None else fmt_value(kb / 1024.0)
+
+
+def _below_one(v):
+    return v is not None and v < 1
+
+
+def _run_state(res, test, cell, alloc):
+    """Text for a cell with no ok run: the statuses of its runs."""
+    runs = res.runs_of(test, cell, alloc)
+    if not runs:
+        return "-"
+    bad = sorted({r.status for r in runs if not r.ok})
+    return "**" + ", ".join(bad) + "**" if bad else "-"
+
+
+def _table(header, rows, text_cols=1):
+    """A markdown table; the first text_cols columns left-aligned, the rest
+    (numbers) right-aligned."""
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---" if i < text_cols else "---:" for i in range(len(header))) + "|"]
+    for row in rows:
+        out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def _value_table(res, test, metric, allocs, peers, with_ratios, rss=False):
+    subject = suite.SUBJECT
+    header = ["cell"] + allocs
+    if with_ratios:
+        header += ["%s vs %s" % (subject, p) for p in peers]
+    rows = []
+    for cell in res.cells[test]:
+        row = [cell]
+        for a in allocs:
+            st = res.rss(test, cell, a) if rss else res.stat(test, cell, a, metric)
+            txt = (fmt_mib(st.median) if rss else fmt_stat(st))
+            row.append(txt if txt is not None else _run_state(res, test, cell, a))
+        if with_ratios:
+            for p in peers:
+                r = res.rss_ratio(test, cell, p) if rss else res.time_ratio(test, cell, p)
+                row.append(fmt_ratio(r))
+        rows.append(row)
+    return _table(header, rows)
+
+
+def _problems_section(res, meta):
+    lines = ["## Problems", ""]
+    probs = res.problems()
+    corrupt = [r for r in probs if r.status.startswith("CORRUPT")]
+    if corrupt:
+        lines += ["**\u26a0 CORRUPT: %d run(s) found a block whose contents changed under "
+                  "them. That is a bug in the allocator named, not a slow cell.**" % len(corrupt), ""]
+    if probs:
+        lines += ["Every run that did not finish cleanly, or whose preload did not take "
+                  "effect (its numbers are left out of medians and ratios):", ""]
+        rows = []
+        for r in probs:
+            rows.append([r.test, r.cell, r.allocator, str(r.repeat), "**%s**" % r.status,
+                         r.detected or "-"])
+        lines += _table(["test", "cell", "allocator", "repeat", "status", "detected"], rows, 6)
+        details = meta.get("failures") or []
+        if details:
+            lines += ["", "Last lines of stderr of the first failures (all in `logs/`):", ""]
+            for d in details[:10]:
+                lines.append("- `%s` %s %s: `%s`" % (d.get("test"), d.get("cell"),
+                                                    d.get("allocator"),
+                                                    (d.get("stderr_tail") or "").strip()
+                                                    .replace("\n", " / ")[:300] or "(no stderr)"))
+    else:
+        lines.append("None: every run finished and every preload took effect "
+                     "(each program's detected allocator matched the one preloaded).")
+    lines.append("")
+    return lines
+
+
+def _summary_section(res):
+    subject = suite.SUBJECT
+    lines = ["## Summary: %s versus each peer (geometric means)" % subject, ""]
+    summ = res.summary(subject)
+    if not summ:
+        lines += ["No summary: %s has no results in this run." % subject, ""]
+        return lines
+    lines += ["Time ratio = %s's time / the peer's time on each test's headline metric "
+              "(for a rate, the peer's rate / %s's), RSS ratio = %s's peak RSS / the peer's; "
+              "below 1 is better for %s. Geometric mean over each test's cells, then over "
+              "the tests (each test counts once)." % (subject, subject, subject, subject), ""]
+    rows = []
+    for peer, s in summ.items():
+        rows.append([peer, fmt_ratio(s["time"]), fmt_ratio(s["rss"]), str(len(s["tests"]))])
+    lines += _table(["peer", "time ratio", "RSS ratio", "tests"], rows)
+    lines += ["", "Per test (time ratio / RSS ratio):", ""]
+    peers = list(summ)
+    rows = []
+    for test in res.tests:
+        if not suite.test_info(test)["peers"]:
+            continue
+        row = [test]
+        for p in peers:
+            t = summ[p]["tests"].get(test)
+            row.append("%s / %s" % (fmt_ratio(t[0]), fmt_ratio(t[1])) if t else "-")
+        rows.append(row)
+    lines += _table(["test"] + peers, rows)
+    lines.append("")
+
+    losses = res.losses(subject)
+    lines += ["### Cells where %s is slower (time ratio > %.2f)" % (subject, suite.LOSS_MARGIN), ""]
+    if losses:
+        lines += _table(["test", "cell", "peer", "time ratio"],
+                        [[t, c, p, "%.2f" % r] for t, c, p, r in losses[:40]], 3)
+        if len(losses) > 40:
+            lines.append("")
+            lines.append("... and %d more (see the tables above)." % (len(losses) - 40))
+    else:
+        lines.append("None.")
+    lines.append("")
+    rl = res.rss_losses(subject)
+    lines += ["### Cells where %s's peak RSS is higher (RSS ratio > %.2f)" % (subject, suite.LOSS_MARGIN), ""]
+    if rl:
+        lines += _table(["test", "cell", "peer", "RSS ratio"],
+                        [[t, c, p, "%.2f" % r] for t, c, p, r in rl[:25]], 3)
+        if len(rl) > 25:
+            lines.append("")
+            lines.append("... and %d more." % (len(rl) - 25))
+    else:
+        lines.append("None.")
+    lines.append("")
+    return lines
+
+
+def write(res, meta, charts, path):
+    """Writes report.md to path. meta is the run's meta.json (may be {});
+    charts maps a test name (or "summary") to the chart file names for it."""
+    subject = suite.SUBJECT
+    L = ["# spry benchmark report", ""]
+    when = meta.get("started", "")
+    L.append("- Run: %s, mode **%s**, %s repeat(s) per cell, allocators alternated cell by "
+             "cell (the order rotates each repeat)." % (when or "?", meta.get("mode", "?"),
+                                                        meta.get("repeats", "?")))
+    mach = meta.get("machine") or {}
+    if mach:
+        L.append("- Machine: %s, %s CPUs, %s RAM, kernel %s." % (
+            mach.get("cpu", "?"), mach.get("cpus", "?"), mach.get("ram", "?"),
+            mach.get("kernel", "?")))
+    if meta.get("command"):
+        L.append("- Command: `%s`" % meta["command"])
+    if meta.get("build"):
+        L.append("- Build directory: `%s`%s" % (meta["build"], (", commit %s" % meta["commit"])
+                                                if meta.get("commit") else ""))
+    if str(meta.get("repeats")) == "1":
+        L.append("- One run per cell and allocator: no spread is shown, and differences of "
+                 "5-10% can be noise (use --repeats 3 for medians).")
+    if meta.get("elapsed_s") is not None:
+        L.append("- Wall time of the whole run: %.0f s." % meta["elapsed_s"])
+    L += ["",
+          "How to read it: values are medians over the repeats (\u00b1 half the min-max range "
+          "when there are several and it is at least 0.5%%). \"%s vs X\" is a ratio with X "
+          "where **below 1 is better for %s**: for times %s/X, for rates X/%s, for peak RSS "
+          "%s/X. **%s** marks a cell where %s is worse by more than %d%% (seed 003: smaller "
+          "differences are noise). Peak RSS is the program's own ru_maxrss (the server's "
+          "VmHWM), in MiB. Same binaries, arguments and seeds for every allocator." % (
+              subject, subject, subject, subject, subject, LOSS_MARK, subject,
+              round((suite.LOSS_MARGIN - 1) * 100)), ""]
+
+    L += ["## Allocators", ""]
+    rows = []
+    for a in meta.get("allocators", []):
+        rows.append([a["name"], "`%s`" % a["path"] if a.get("path") else "(none: glibc malloc)",
+                     "yes" if a.get("used") else "**skipped**: %s" % a.get("reason", "?")])
+    if rows:
+        L += _table(["allocator", "preloaded library", "used"], rows, 3)
+    else:
+        L.append("Allocators in the data: " + ", ".join(res.allocators))
+    L.append("")
+    skipped = meta.get("skipped_tests") or []
+    if skipped:
+        L += ["Tests not run:", ""]
+        for s in skipped:
+            L.append("- **%s**: %s" % (s["test"], s["reason"]))
+        L.append("")
+    for note in meta.get("notes", []):
+        L.append("- " + note)
+    if meta.get("notes"):
+        L.append("")
+
+    L += _problems_section(res, meta)
+    L.append("The summary (geometric means, the cells %s loses) closes the report." % subject)
+    L.append("")
+
+    for i, test in enumerate(res.tests, 1):
+        info = suite.test_info(test)
+        allocs = res.allocators_of(test)
+        with_ratios = info["peers"] and subject in allocs
+        peers = [a for a in allocs if a != subject] if with_ratios else []
+        L += ["## %d. %s (seed %s)" % (i, info["title"], info["seed"]), "", info["what"], ""]
+        for note in (meta.get("test_notes") or {}).get(test, []):
+            L.append("- " + note)
+        if (meta.get("test_notes") or {}).get(test):
+            L.append("")
+        inline = [c for c in charts.get(test, []) if not c.startswith("churn_surface_")]
+        linked = [c for c in charts.get(test, []) if c.startswith("churn_surface_")]
+        for c in inline:
+            L.append("![%s](%s)" % (c, c))
+        if linked:
+            L += ["", "One surface per allocator: " +
+                  ", ".join("[%s](%s)" % (c[len("churn_surface_"):-4], c) for c in linked) + "."]
+        if charts.get(test):
+            L.append("")
+        metric = res.primary(test)
+        if metric:
+            unit = suite.UNITS.get(metric, "")
+            L += ["**%s**%s, %s is better:" % (metric, " (%s)" % unit if unit else "",
+                                               suite.better(metric)), ""]
+            L += _value_table(res, test, metric, allocs, peers, with_ratios)
+            L.append("")
+        L += ["**Peak RSS** (MiB), lower is better:", ""]
+        L += _value_table(res, test, None, allocs, peers, with_ratios, rss=True)
+        L.append("")
+        for extra in info["extra"]:
+            if extra not in res.metrics_of(test):
+                continue
+            unit = suite.UNITS.get(extra, "")
+            L += ["%s%s:" % (extra, " (%s)" % unit if unit else ""), ""]
+            L += _value_table(res, test, extra, allocs, [], False)
+            L.append("")
+        if "big_ok" in res.metrics_of(test):
+            refused = ["%s under %s" % (cell, a) for cell in res.cells[test] for a in allocs
+                       if _below_one(res.stat(test, cell, a, "big_ok").median)]
+            L += ["**The 8 MiB block was refused**: " + "; ".join(refused) + ".", ""] if refused \
+                else ["The 8 MiB block was granted in every cell.", ""]
+        probs = res.problems(test)
+        if probs:
+            L += ["Problems in this test: %d run(s), see Problems above." % len(probs), ""]
+
+    for c in charts.get("summary", []):
+        L.append("![%s](%s)" % (c, c))
+    if charts.get("summary"):
+        L.append("")
+    L += _summary_section(res)
+    if meta.get("charts_skipped"):
+        L += ["", "_Charts: %s_" % meta["charts_skipped"], ""]
+
+    with open(path, "w") as f:
+        f.write("\n".join(L).rstrip() + "\n")
+    return path
+
+
+def churn_table(res, meta_mode=""):
+    """Issue 2's table: churn ops/s of every allocator and peak RSS per cell,
+    as markdown lines."""
+    test = "churn"
+    if test not in res.cells:
+        return ["(no churn results)"]
+    allocs = res.allocators_of(test)
+    header = ["band", "T"] + ["%s Mops/s" % a for a in allocs] + ["%s RSS MiB" % a for a in allocs]
+    if suite.SUBJECT in allocs:
+        header.append("%s ahead of all" % suite.SUBJECT)
+    rows = []
+    for cell in res.cells[test]:
+        p = res.cell_params[(test, cell)]
+        row = [p.get("band", cell), p.get("threads", "")]
+        meds = {}
+        for a in allocs:
+            st = res.stat(test, cell, a, "mops")
+            meds[a] = st.median
+            row.append(fmt_stat(st) or _run_state(res, test, cell, a))
+        for a in allocs:
+            row.append(fmt_mib(res.rss(test, cell, a).median) or "-")
+        if suite.SUBJECT in allocs:
+            s = meds.get(suite.SUBJECT)
+            others = [v for a, v in meds.items() if a != suite.SUBJECT]
+            if s is None or any(v is None for v in others):
+                row.append("?")
+            else:
+                row.append("yes" if all(s > v for v in others) else "**no**")
+        rows.append(row)
+    return _table(header, rows, 2)
