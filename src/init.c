@@ -6,12 +6,14 @@
 #include "purge.h"
 #include "stats.h"
 #include "types.h"
+#include "os.h"
 #include "../include/spry.h"
 #include <pthread.h>
 
 uint8_t spry_chunk_map[SPRY_CHUNK_MAP_SIZE];   /* .bss: reserved, never touched ahead */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+int spry_cpus = 1;
 
 /* Fork from a multi-threaded parent: every spry lock is taken before the
  * fork and released on both sides, so the child never inherits a lock held
@@ -26,6 +28,7 @@ static void fork_child(void) {
 
 static void init_once_fn(void) {
     spry_options_init();
+    spry_cpus = spry_os_cpu_count();
     spry_heaps_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

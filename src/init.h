@@ -6,4 +6,7 @@
 
 void spry_init(void);
 
+/* CPUs the process may use (affinity, cgroup quota); set by spry_init. */
+extern int spry_cpus;
+
 #endif

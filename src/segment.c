@@ -9,6 +9,7 @@
 #include "os.h"
 #include "options.h"
 #include "stats.h"
+#include "init.h"
 #include <errno.h>
 #include <string.h>
 
@@ -82,14 +83,59 @@ static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
     spry_arena_free(&run, false);
 }
 
+/* ---- span cache (heap lock) ------------------------------------------- */
+
+static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
+    page->next = heap->span_cache[page->slice_count];
+    heap->span_cache[page->slice_count] = page;
+    page->cache_tick = heap->purge_tick;
+    heap->span_cached += bytes;
+}
+
+/* Moves cached spans back to their segments' free masks (still dirty):
+ * those cached before the previous tick, or all. */
+static void cache_flush(spry_heap_t *heap, bool all) {
+    for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS; s++) {
+        spry_page_t **link = &heap->span_cache[s];
+        while (*link) {
+            spry_page_t *page = *link;
+            if (!all && page->cache_tick + 1 >= heap->purge_tick) { link = &page->next; continue; }
+            *link = page->next;
+            spry_segment_t *seg = spry_segment_of(page);
+            unsigned first = (unsigned)(page - seg->pages);
+            seg->free_mask |= SLICE_BITS(first, s);
+            heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
+        }
+    }
+}
+
 spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     spry_lock(&heap->lock);
+    spry_page_t *cached = heap->span_cache[slices];
+    if (cached) {
+        size_t bytes = (size_t)slices * SPRY_SLICE_SIZE;
+        heap->span_cache[slices] = cached->next;
+        heap->span_cached -= bytes;
+        heap_count(&heap->span_in_use, bytes, 0);
+        heap_count(&heap->span_dirty, 0, bytes);
+        spry_unlock(&heap->lock);
+        cached->next = NULL;
+        cached->is_zero = 0;
+        cached->heap = heap;
+        return cached;
+    }
     spry_segment_t *seg;
     int at = -1;
     /* Hot first: a run of slices still resident from their last use costs no
      * page faults and adds nothing to RSS; then any free run. */
     for (seg = heap->segments; seg; seg = seg->next)
         if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices)) >= 0) break;
+    if (!seg && heap->span_cached) {
+        /* Cached spans of other sizes: resident memory beats fresh memory. */
+        cache_flush(heap, true);
+        for (seg = heap->segments; seg; seg = seg->next)
+            if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices)) >= 0) break;
+    }
     if (!seg)
         for (seg = heap->segments; seg; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask, slices)) >= 0) break;
@@ -160,12 +206,25 @@ static bool heap_purge_locked(spry_heap_t *heap, bool force, bool tick, size_t t
 }
 
 /* Free but resident memory a heap may keep between purge ticks: as much as
- * it uses, at least 16 MiB. Beyond it the freeing thread purges at once, down
- * to a quarter of the budget, so the syscalls are amortised over many frees
- * (purging on every free costs jemalloc users 2x: ClickHouse PR 108430).
- * Measured on the 64-512 KiB churn: a budget of in_use/4 (min 4 MiB) cut RSS
- * 8x but speed 17x, from page faults on purged memory. */
+ * it uses, and at least 16 MiB shared among the live heaps beyond one per CPU
+ * the process may use (at least 1 MiB each), so that 64 idle-ish threads on 2
+ * cores do not keep 32 times the memory of 2. Beyond the budget the freeing
+ * thread purges at once, down to a quarter of it, so the syscalls are
+ * amortised over many frees (purging on every free costs jemalloc users 2x:
+ * ClickHouse PR 108430). A budget below what the heap uses makes purge
+ * storms: measured on the 64-512 KiB churn, in_use/4 cut RSS 8x but speed
+ * 17x (page faults on purged memory), at 1 and at 8 threads alike. */
 #define DIRTY_FLOOR ((size_t)16 << 20)
+/* The span cache holds up to a quarter of that. */
+#define BUDGET_MIN  ((size_t)1 << 20)
+
+static size_t heap_share(size_t bytes) {
+    size_t live = atomic_load_explicit(&spry_stat.heaps, memory_order_relaxed) -
+                  atomic_load_explicit(&spry_stat.heaps_abandoned, memory_order_relaxed);
+    size_t cpus = (size_t)spry_cpus;
+    if (live > cpus) bytes = bytes / live * cpus;
+    return bytes > BUDGET_MIN ? bytes : BUDGET_MIN;
+}
 
 void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     spry_segment_t *seg = spry_segment_of(page);
@@ -178,12 +237,15 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     page->used = page->capacity = page->reserved = 0;
     page->block_size = 0;
     spry_lock(&heap->lock);
-    seg->free_mask |= bits;
     heap_count(&heap->span_in_use, 0, bytes);
     heap_count(&heap->span_dirty, bytes, 0);
     size_t in_use = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
-    size_t budget = in_use > DIRTY_FLOOR ? in_use : DIRTY_FLOOR;
+    size_t floor = heap_share(DIRTY_FLOOR);
+    size_t budget = in_use > floor ? in_use : floor;
+    if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
+    else seg->free_mask |= bits;
     if (atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget) {
+        cache_flush(heap, true);
         /* oldest first (free since the last tick), then the rest */
         heap_purge_locked(heap, false, false, budget / 4);
         heap_purge_locked(heap, true, false, budget / 4);
@@ -193,7 +255,10 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
 
 bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
     spry_lock(&heap->lock);
+    heap->purge_tick++;
+    cache_flush(heap, force);
     bool waiting = heap_purge_locked(heap, force, true, 0);
+    if (heap->span_cached) waiting = true;
     spry_unlock(&heap->lock);
     return waiting;
 }

@@ -50,6 +50,7 @@
 #define SPRY_CLASS_MAX       ((size_t)512 * 1024)
 #define SPRY_CLASS_COUNT     105
 #define SPRY_LARGE_MAX       ((size_t)2 * 1024 * 1024)
+#define SPRY_SPAN_CACHE_SLOTS 33          /* spans of 1..32 slices        */
 /* Beyond this no request can succeed (47-bit address space); checking it
  * first keeps every size computation below free of overflow. */
 #define SPRY_ALLOC_MAX       ((size_t)1 << 46)
@@ -94,6 +95,7 @@ typedef struct spry_page {
     uint8_t  is_zero;            /* large/huge: memory fresh from the kernel  */
     uint8_t  pinned;             /* used holds one phantom block: the page
                                     heads its queue and is kept when empty    */
+    uint32_t cache_tick;         /* in the heap's span cache since this tick */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
@@ -142,7 +144,13 @@ typedef struct spry_heap {
     /* bytes of slices in pages / free but maybe resident; written under the
      * lock (plain load+store), read by statistics without it */
     _Atomic(size_t) span_in_use;
-    _Atomic(size_t) span_dirty;
+    _Atomic(size_t) span_dirty;         /* includes the span cache          */
+    /* Recently freed spans by slice count, reused as they are: a block of the
+     * same size lands where the last one was, touching no new memory. LIFO,
+     * heap lock; flushed to the segments after one purge tick. */
+    spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
+    size_t span_cached;
+    uint32_t purge_tick;
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
