@@ -93,13 +93,14 @@ static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
 }
 
 /* Moves cached spans back to their segments' free masks (still dirty):
- * those cached before the previous tick, or all. */
+ * those cached before the current tick, or all. They are purged a tick
+ * later like any free span: within one to two purge delays in all. */
 static void cache_flush(spry_heap_t *heap, bool all) {
     for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS; s++) {
         spry_page_t **link = &heap->span_cache[s];
         while (*link) {
             spry_page_t *page = *link;
-            if (!all && page->cache_tick + 1 >= heap->purge_tick) { link = &page->next; continue; }
+            if (!all && page->cache_tick >= heap->purge_tick) { link = &page->next; continue; }
             *link = page->next;
             spry_segment_t *seg = spry_segment_of(page);
             unsigned first = (unsigned)(page - seg->pages);

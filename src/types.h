@@ -147,7 +147,7 @@ typedef struct spry_heap {
     _Atomic(size_t) span_dirty;         /* includes the span cache          */
     /* Recently freed spans by slice count, reused as they are: a block of the
      * same size lands where the last one was, touching no new memory. LIFO,
-     * heap lock; flushed to the segments after one purge tick. */
+     * heap lock; flushed to the segments at the next purge tick. */
     spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
     size_t span_cached;
     uint32_t purge_tick;
