@@ -109,8 +109,8 @@ void spry_page_empty(spry_page_t *page) {
 }
 
 void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
-    b->next = page->local_free;
-    page->local_free = b;
+    b->next = page->free;
+    page->free = b;
     if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL)) {
         spry_key_set(page, heap->tid);
         queue_push_front(heap, page);

@@ -60,8 +60,6 @@ uint32_t spry_page_collect_remote(spry_page_t *page) {
 void spry_page_refill(spry_page_t *page) {
     if (!page->local_free) spry_page_collect_remote(page);
     if (page->local_free) {
-        /* Sharded lists: the owner's frees land on local_free so that the
-         * fast path empties page->free now and then and passes here. */
         spry_block_t *l = page->local_free;
         page->local_free = NULL;
         if (!page->free) { page->free = l; return; }

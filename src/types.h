@@ -82,7 +82,7 @@ enum spry_page_kind { SPRY_PAGE_FREE = 0, SPRY_PAGE_CLASS, SPRY_PAGE_LARGE, SPRY
 typedef struct spry_page {
     /* owner thread only */
     spry_block_t *free;          /* blocks to hand out next                  */
-    spry_block_t *local_free;    /* blocks the owner freed since last collect */
+    spry_block_t *local_free;    /* remote frees collected, not yet merged   */
     _Atomic(uintptr_t) key;      /* owner thread | SPRY_KEY_FULL (see above);
                                     written by the owner, read by any thread */
     uint32_t used;               /* blocks out, including remote-freed ones
