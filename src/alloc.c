@@ -72,6 +72,11 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
         }
     } else if (n <= old && n > old / 2) {
         return p;      /* fits, and not so much smaller that memory is wasted */
+    } else if (page->kind == SPRY_PAGE_LARGE && n > SPRY_PAGED_MAX && n <= SPRY_LARGE_MAX &&
+               spry_key_get(page) == spry_thread_key()) {
+        /* A large block grows into the free slices after it, or gives its
+         * tail back, without copying. */
+        if (spry_span_resize(page->heap, page, spry_good_size_of(n))) return p;
     }
     /* Move. A shrink to a much smaller size moves too, so the big block is
      * reused (seed 000: 3 M strings grown to 20 KB, shrunk to 1 byte). */

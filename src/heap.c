@@ -94,8 +94,52 @@ static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
 /* An empty page goes back to its segment (its memory is purged after the
  * delay). A page still queued in the inbox waits for the drain, which will
  * see it empty. */
+/* ---- hot large blocks ----------------------------------------------------
+ * A large block the owner frees is kept whole, as a span of its size, for the
+ * owner's next malloc of that span size: no lock, no search, and the memory
+ * is the same, so nothing new is touched. The purge thread cannot reach
+ * these, so their bound is what an idle thread may keep (4 MiB, shared among
+ * heaps beyond one per CPU); thread exit, spry_trim and malloc_trim give them
+ * back to the segments. */
+#define HOT_BYTES    ((size_t)4 << 20)
+#define HOT_PER_SLOT 16
+
+static bool hot_push(spry_heap_t *heap, spry_page_t *page) {
+    unsigned s = page->slice_count;
+    size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
+    if (heap->hot_count[s] >= HOT_PER_SLOT || heap->hot_bytes + bytes > spry_heap_share(HOT_BYTES))
+        return false;
+    page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
+    spry_key_set(page, 0);
+    page->next = heap->hot[s];
+    heap->hot[s] = page;
+    heap->hot_count[s]++;
+    heap->hot_bytes += bytes;
+    return true;
+}
+
+static spry_page_t *hot_pop(spry_heap_t *heap, unsigned s) {
+    spry_page_t *page = heap->hot[s];
+    if (page) {
+        heap->hot[s] = page->next;
+        heap->hot_count[s]--;
+        heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
+        page->next = NULL;
+        page->is_zero = 0;
+    }
+    return page;
+}
+
+static void hot_flush(spry_heap_t *heap) {
+    for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS; s++) {
+        spry_page_t *page;
+        while ((page = hot_pop(heap, s)) != NULL) spry_span_free(heap, page);
+    }
+}
+
 static void page_release(spry_heap_t *heap, spry_page_t *page) {
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & 1) return;
+    if (page->kind == SPRY_PAGE_LARGE && hot_push(heap, page)) return;
     if (page->kind == SPRY_PAGE_CLASS) {
         if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, heap->tid);
         else queue_remove(heap, page);
@@ -182,7 +226,10 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
 static void *large_alloc(spry_heap_t *heap, size_t n) {
     size_t usable = spry_good_size_of(n);
     unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
-    spry_page_t *page = spry_span_alloc(heap, slices);
+    /* a hot span one slice longer does too: its tail stays untouched */
+    spry_page_t *page = hot_pop(heap, slices);
+    if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1);
+    if (!page) page = spry_span_alloc(heap, slices);
     if (!page) return NULL;
     page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
@@ -324,6 +371,7 @@ void spry_heap_collect(spry_heap_t *heap, bool release_retained) {
             page = next;
         }
     }
+    hot_flush(heap);
 }
 
 bool spry_heaps_purge(bool force) {

@@ -168,6 +168,37 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     return page;
 }
 
+bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
+    spry_segment_t *seg = spry_segment_of(page);
+    unsigned first = (unsigned)(page - seg->pages);
+    unsigned have = page->slice_count;
+    unsigned need = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
+    if (need == have) { page->block_size = usable; return true; }
+    if (first + need > SPRY_SLICES) return false;
+    spry_lock(&heap->lock);
+    if (need > have) {
+        uint64_t more = SLICE_BITS(first + have, need - have);
+        if ((seg->free_mask & more) != more) { spry_unlock(&heap->lock); return false; }
+        uint64_t was_dirty = more & seg->dirty_mask;
+        seg->free_mask &= ~more;
+        seg->dirty_mask |= more;
+        seg->aging_mask &= ~more;
+        for (unsigned i = first + have; i < first + need; i++) seg->slice_page[i] = page;
+        heap_count(&heap->span_in_use, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
+        if (was_dirty)
+            heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
+    } else {
+        uint64_t tail = SLICE_BITS(first + need, have - need);
+        seg->free_mask |= tail;
+        heap_count(&heap->span_in_use, 0, (size_t)(have - need) * SPRY_SLICE_SIZE);
+        heap_count(&heap->span_dirty, (size_t)(have - need) * SPRY_SLICE_SIZE, 0);
+    }
+    page->slice_count = (uint8_t)need;
+    page->block_size = usable;
+    spry_unlock(&heap->lock);
+    return true;
+}
+
 /* Purges free dirty slices of the heap: those free since the previous tick
  * (all of them if force) until `target` dirty bytes remain, and returns
  * segments that stayed entirely free to the arena (`tick` passes only).
@@ -219,7 +250,7 @@ static bool heap_purge_locked(spry_heap_t *heap, bool force, bool tick, size_t t
 /* The span cache holds up to a quarter of that. */
 #define BUDGET_MIN  ((size_t)1 << 20)
 
-static size_t heap_share(size_t bytes) {
+size_t spry_heap_share(size_t bytes) {
     size_t live = atomic_load_explicit(&spry_stat.heaps, memory_order_relaxed) -
                   atomic_load_explicit(&spry_stat.heaps_abandoned, memory_order_relaxed);
     size_t cpus = (size_t)spry_cpus;
@@ -241,7 +272,7 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     heap_count(&heap->span_in_use, 0, bytes);
     heap_count(&heap->span_dirty, bytes, 0);
     size_t in_use = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
-    size_t floor = heap_share(DIRTY_FLOOR);
+    size_t floor = spry_heap_share(DIRTY_FLOOR);
     size_t budget = in_use > floor ? in_use : floor;
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
     else seg->free_mask |= bits;

@@ -11,6 +11,14 @@
 spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices);
 /* Gives the page's slices back to its segment; memory purged later. */
 void spry_span_free(spry_heap_t *heap, spry_page_t *page);
+/* `bytes` when there are no more live heaps than CPUs the process may use,
+ * else this heap's share of it (cpus / live heaps), at least 1 MiB. */
+size_t spry_heap_share(size_t bytes);
+
+/* Resizes a large block's span in place to hold `usable` bytes: more slices
+ * when the ones after it are free, fewer by giving the tail back. The caller
+ * owns the page. False when it cannot grow in place. */
+bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable);
 /* Purges the heap's free slices that were free at the previous call (all if
  * force) and returns segments that stayed entirely free to the arena. Returns
  * true while free dirty memory is left waiting. */

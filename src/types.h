@@ -151,6 +151,11 @@ typedef struct spry_heap {
     spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
     size_t span_cached;
     uint32_t purge_tick;
+    /* Owner only, no lock: large blocks the owner freed last, kept whole
+     * for the next malloc of the same span size (heap.c, hot_push). */
+    spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];
+    uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
+    size_t hot_bytes;
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
