@@ -3,6 +3,7 @@
 #include "page.h"
 #include "segment.h"
 #include "foreign.h"
+#include "outbox.h"
 
 /* True when p is the start of a block of the page (checked off the fast
  * path only: a wrong pointer is reported instead of corrupting a list). */
@@ -26,6 +27,10 @@ void spry_free_slow(spry_page_t *page, void *p) {
         spry_huge_free(spry_segment_of(p));
         return;
     case SPRY_PAGE_CLASS:
+        if (!block_start_ok(page, p)) break;
+        if (spry_tls_heap != &spry_empty_heap) spry_outbox_add(spry_tls_heap, page, p);
+        else spry_page_remote_free(page, p);
+        return;
     case SPRY_PAGE_LARGE:
         if (!block_start_ok(page, p)) break;
         spry_page_remote_free(page, p);

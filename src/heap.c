@@ -17,6 +17,7 @@
 #include "purge.h"
 #include "stats.h"
 #include "init.h"
+#include "outbox.h"
 #include <errno.h>
 #include <string.h>
 
@@ -137,8 +138,20 @@ static void hot_flush(spry_heap_t *heap) {
     }
 }
 
+/* Sets or clears NOTIFY; false (nothing changed) when setting it finds remote
+ * frees waiting: the page is not full after all. */
+static bool xfree_set_notify(spry_page_t *page, bool on) {
+    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed);
+    for (;;) {
+        if (on && (old & ~SPRY_XFREE_FLAGS)) return false;
+        uintptr_t nw = on ? old | SPRY_XFREE_NOTIFY : old & ~SPRY_XFREE_NOTIFY;
+        if (atomic_compare_exchange_weak_explicit(&page->xfree, &old, nw, memory_order_acq_rel,
+                                                  memory_order_relaxed)) return true;
+    }
+}
+
 static void page_release(spry_heap_t *heap, spry_page_t *page) {
-    if (atomic_load_explicit(&page->xfree, memory_order_acquire) & 1) return;
+    if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
     if (page->kind == SPRY_PAGE_LARGE && hot_push(heap, page)) return;
     if (page->kind == SPRY_PAGE_CLASS) {
         if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, heap->tid);
@@ -157,19 +170,28 @@ void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) 
     page->free = b;
     if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL)) {
         spry_key_set(page, heap->tid);
+        xfree_set_notify(page, false);
         queue_push_front(heap, page);
     }
     if (--page->used == 0) page_release(heap, page);
 }
 
-/* Pages that other threads freed blocks into since the last drain. */
+/* Pages that asked to be told (full class pages, large blocks) and got
+ * remote frees since the last drain. */
 static void heap_drain_inbox(spry_heap_t *heap) {
     spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
     while (page) {
         spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
-        /* Clearing the QUEUED bit lets the next remote free queue it again. */
-        uintptr_t head = atomic_exchange_explicit(&page->xfree, 0, memory_order_acquire);
-        spry_block_t *list = (spry_block_t *)(head & ~(uintptr_t)1);
+        /* Take the list and clear QUEUED, so the next remote free can queue
+         * the page again; NOTIFY stays only if the page stays full. */
+        bool full = page->kind == SPRY_PAGE_LARGE ||
+                    (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL));
+        uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
+        do {
+            nw = (full && !(head & ~SPRY_XFREE_FLAGS)) ? SPRY_XFREE_NOTIFY : 0;
+        } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
+                                                        memory_order_acquire, memory_order_relaxed));
+        spry_block_t *list = (spry_block_t *)(head & ~SPRY_XFREE_FLAGS);
         if (list) {
             uint32_t n = 1;
             spry_block_t *t = list;
@@ -206,6 +228,9 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
             if (page != q->first) { queue_remove(heap, page); queue_push_front(heap, page); }
             return page_pop(page);
         }
+        /* Full: out of the queue, and remote frees must now tell us. If
+         * some arrived meanwhile, the page is not full: take them. */
+        if (!xfree_set_notify(page, true)) continue;
         spry_page_t *next = page->next;
         queue_remove(heap, page);
         spry_key_set(page, heap->tid | SPRY_KEY_FULL);
@@ -238,7 +263,8 @@ static void *large_alloc(spry_heap_t *heap, size_t n) {
     page->reserved = page->capacity = page->used = 1;
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
-    atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
+    /* a large block's remote free must reach the owner at once */
+    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
     spry_key_set(page, heap->tid);
     return page->start;
 }
@@ -255,6 +281,7 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
+    if (heap->outbox_pending) spry_outbox_flush(heap);
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) heap_drain_inbox(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
         spry_heap_collect(heap, true);
@@ -359,6 +386,7 @@ spry_heap_t *spry_heap_acquire(void) {
 
 void spry_heap_collect(spry_heap_t *heap, bool release_retained) {
     atomic_store_explicit(&heap->trim_request, 0, memory_order_relaxed);
+    spry_outbox_flush(heap);
     heap_drain_inbox(heap);
     if (!release_retained) return;
     for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {

@@ -42,12 +42,12 @@ static void page_carve(spry_page_t *page) {
 
 uint32_t spry_page_collect_remote(spry_page_t *page) {
     uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed);
-    if ((head & ~(uintptr_t)1) == 0) return 0;
-    /* Take the list, keep the QUEUED bit: acquire pairs with the pushers'
-     * release so their writes of next pointers are visible. */
-    while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, head & 1,
+    if ((head & ~SPRY_XFREE_FLAGS) == 0) return 0;
+    /* Take the list, keep the flags: acquire pairs with the pushers' release
+     * so their writes of next pointers are visible. */
+    while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, head & SPRY_XFREE_FLAGS,
                                                   memory_order_acquire, memory_order_relaxed)) {}
-    spry_block_t *list = (spry_block_t *)(head & ~(uintptr_t)1);
+    spry_block_t *list = (spry_block_t *)(head & ~SPRY_XFREE_FLAGS);
     uint32_t n = 1;
     spry_block_t *tail = list;
     while (tail->next) { tail = tail->next; n++; }
@@ -73,11 +73,18 @@ void spry_page_refill(spry_page_t *page) {
 }
 
 void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
-    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed);
+    spry_page_remote_free_list(page, b, b);
+}
+
+void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last) {
+    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
     do {
-        b->next = (spry_block_t *)(old & ~(uintptr_t)1);
-    } while (!spry_cas_weak_release(&page->xfree, &old, (uintptr_t)b | 1));
-    if (old & 1) return;          /* already queued in the owner's inbox */
+        last->next = (spry_block_t *)(old & ~SPRY_XFREE_FLAGS);
+        nw = (uintptr_t)first | (old & SPRY_XFREE_FLAGS);
+        if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
+    } while (!spry_cas_weak_release(&page->xfree, &old, nw));
+    /* Only the free that set QUEUED links the page into the inbox. */
+    if (!(nw & SPRY_XFREE_QUEUED) || (old & SPRY_XFREE_QUEUED)) return;
     spry_heap_t *heap = page->heap;
     spry_page_t *top = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
     do {

@@ -76,6 +76,18 @@ struct spry_heap;
  * a new thread takes it over (spry_heap_rekey). */
 #define SPRY_KEY_FULL ((uintptr_t)1)
 
+/* Flags in the low bits of page->xfree, changed only together with the list
+ * by CAS, so the owner and the freeing threads always agree on them:
+ *  NOTIFY  the owner will not look at this page by itself (a full class page,
+ *          or a large block): the next remote free must queue the page in the
+ *          owner heap's inbox. Other pages' remote frees wait, one CAS each,
+ *          until the owner's malloc reaches the page.
+ *  QUEUED  the page sits in the inbox; set by the remote free that queued it,
+ *          cleared by the owner's drain. */
+#define SPRY_XFREE_QUEUED ((uintptr_t)1)
+#define SPRY_XFREE_NOTIFY ((uintptr_t)2)
+#define SPRY_XFREE_FLAGS  ((uintptr_t)3)
+
 enum spry_page_kind { SPRY_PAGE_FREE = 0, SPRY_PAGE_CLASS, SPRY_PAGE_LARGE, SPRY_PAGE_HUGE };
 
 /* 128 bytes, aligned: two cache lines, never shared by two pages. */
@@ -100,8 +112,8 @@ typedef struct spry_page {
     uint8_t *start;              /* first block                               */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
     /* shared */
-    _Atomic(uintptr_t) xfree;    /* remote frees: list | 1 while queued in the
-                                    heap inbox (pushers CAS, owner drains)    */
+    _Atomic(uintptr_t) xfree;    /* remote frees: list | SPRY_XFREE_* flags
+                                    (pushers CAS, the owner takes the list)   */
     struct spry_page *_Atomic inbox_next; /* link in heap->inbox             */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
 } __attribute__((aligned(128))) spry_page_t;
@@ -130,6 +142,14 @@ typedef struct spry_page_queue {
     spry_page_t *first, *last;
 } spry_page_queue_t;
 
+/* A freeing thread's batch of remote frees for one page (see outbox.c). */
+#define SPRY_OUTBOX_SLOTS 4
+typedef struct spry_outbox {
+    struct spry_page *page;
+    spry_block_t *head, *tail;
+    uint32_t count;
+} spry_outbox_t;
+
 typedef struct spry_heap {
     /* owner thread only: the fast path reads direct[] */
     spry_page_t *direct[SPRY_DIRECT_SLOTS];
@@ -153,6 +173,10 @@ typedef struct spry_heap {
     uint32_t purge_tick;
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (heap.c, hot_push). */
+    /* Owner only: this thread's frees of other threads' small blocks,
+     * batched per page so one CAS hands over many (outbox.c). */
+    spry_outbox_t outbox[SPRY_OUTBOX_SLOTS];
+    uint32_t outbox_pending;            /* slots holding blocks */
     spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
