@@ -66,6 +66,7 @@ typedef struct spry_stats {
     size_t dirty;         /* free bytes not yet returned to the kernel      */
     size_t purged_total;  /* bytes returned to the kernel so far            */
     size_t purges;        /* madvise calls made                             */
+    size_t budget_purges; /* times a heap went over its free-memory budget  */
     size_t segments;      /* live 4 MiB segments                            */
     size_t arenas;        /* kernel mappings made for the heap              */
     size_t heaps;         /* thread heaps created (reused ones count once)  */

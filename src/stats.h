@@ -16,6 +16,7 @@
     X(dirty,           "free bytes not yet returned to the kernel") \
     X(purged_total,    "bytes returned to the kernel so far") \
     X(purges,          "madvise calls made") \
+    X(budget_purges,   "times a heap went over its free-memory budget") \
     X(segments,        "live 4 MiB segments") \
     X(arenas,          "kernel mappings made for the heap") \
     X(heaps,           "thread heaps created") \
