@@ -108,7 +108,7 @@ static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
 static bool hot_push(spry_heap_t *heap, spry_page_t *page) {
     unsigned s = page->slice_count;
     size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
-    if (heap->hot_count[s] >= HOT_PER_SLOT || heap->hot_bytes + bytes > spry_heap_share(HOT_BYTES))
+    if (heap->hot_count[s] >= HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
         return false;
     page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
     spry_key_set(page, 0);
@@ -248,13 +248,25 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
  * (the span's tail beyond it is never touched, so never resident). Spans are
  * taken hot-first (spry_span_alloc), so a churn of such blocks keeps reusing
  * the same resident memory. */
+/* The block of a large page taken from the hot cache: the page was a large
+ * page before, so only what differs is set. */
+static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
+    page->kind = SPRY_PAGE_LARGE;
+    page->block_size = usable;
+    page->used = 1;
+    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
+    spry_key_set(page, heap->tid);
+    return page->start;
+}
+
 static void *large_alloc(spry_heap_t *heap, size_t n) {
     size_t usable = spry_good_size_of(n);
     unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
     /* a hot span one slice longer does too: its tail stays untouched */
     spry_page_t *page = hot_pop(heap, slices);
     if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1);
-    if (!page) page = spry_span_alloc(heap, slices);
+    if (page) return large_reuse(heap, page, usable);
+    page = spry_span_alloc(heap, slices);
     if (!page) return NULL;
     page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
@@ -275,6 +287,12 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (spry_likely(n <= SPRY_PAGED_MAX)) {
         spry_page_t *page = heap->queues[spry_class_of(n)].first;
         if (spry_likely(page && page->free)) return page_pop(page);
+    } else if (n <= SPRY_LARGE_MAX) {
+        /* the same span size freed last, from the hot cache (the empty
+         * heap's is empty) */
+        size_t usable = spry_good_size_of(n);
+        spry_page_t *page = hot_pop(heap, (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT));
+        if (spry_likely(page != NULL)) return large_reuse(heap, page, usable);
     }
     if (spry_unlikely(heap == &spry_empty_heap)) {
         heap = spry_heap_acquire();
@@ -282,6 +300,7 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     }
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     if (heap->outbox_pending) spry_outbox_flush(heap);
+    heap->hot_limit = spry_heap_share(HOT_BYTES);
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) heap_drain_inbox(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
         spry_heap_collect(heap, true);

@@ -180,6 +180,7 @@ typedef struct spry_heap {
     spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
+    size_t hot_limit;                   /* refreshed on slow paths */
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
