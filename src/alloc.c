@@ -131,6 +131,7 @@ SPRY_API void spry_trim(void) {
     spry_heap_t *heap = spry_tls_heap;
     if (heap != &spry_empty_heap) spry_heap_collect(heap, true);
     spry_purge_all();
+    spry_purge_start_point();
 }
 
 SPRY_API long spry_option_get(const char *name) {

@@ -4,6 +4,7 @@
 #include "segment.h"
 #include "foreign.h"
 #include "outbox.h"
+#include "purge.h"
 
 /* True when p is the start of a block of the page (checked off the fast
  * path only: a wrong pointer is reported instead of corrupting a list). */
@@ -25,6 +26,7 @@ void spry_free_slow(spry_page_t *page, void *p) {
     case SPRY_PAGE_HUGE:
         if (!block_start_ok(page, p)) break;
         spry_huge_free(spry_segment_of(p));
+        spry_purge_start_point();
         return;
     case SPRY_PAGE_CLASS:
         if (!block_start_ok(page, p)) break;
@@ -45,7 +47,7 @@ void spry_free_special(void *p) {
     if (!p) return;
     if (spry_chunk_kind(p) == SPRY_CHUNK_ALIGNED) {
         spry_segment_t *seg = spry_aligned_huge_segment(p);
-        if (seg->pages[1].start == p) { spry_huge_free(seg); return; }
+        if (seg->pages[1].start == p) { spry_huge_free(seg); spry_purge_start_point(); return; }
         spry_report_invalid("free", p);
         return;
     }

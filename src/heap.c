@@ -151,6 +151,7 @@ static bool xfree_set_notify(spry_page_t *page, bool on) {
 }
 
 static void page_release(spry_heap_t *heap, spry_page_t *page) {
+    if (page->kind == SPRY_PAGE_FREE) return;     /* already given back */
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
     if (page->kind == SPRY_PAGE_LARGE && hot_push(heap, page)) return;
     if (page->kind == SPRY_PAGE_CLASS) {
@@ -163,6 +164,7 @@ static void page_release(spry_heap_t *heap, spry_page_t *page) {
 
 void spry_page_empty(spry_page_t *page) {
     page_release(page->heap, page);
+    spry_purge_start_point();
 }
 
 void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
@@ -298,6 +300,7 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
     }
+    spry_purge_start_point();
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     if (heap->outbox_pending) spry_outbox_flush(heap);
     heap->hot_limit = spry_heap_share(HOT_BYTES);
@@ -364,9 +367,10 @@ static void heap_thread_exit(void *arg) {
     heap->is_dormant = 1;
     heap->dormant_next = heaps_dormant;
     heaps_dormant = heap;
-    spry_unlock(&heaps_lock);
     spry_stat_add(&spry_stat.heaps_abandoned, 1);
+    spry_unlock(&heaps_lock);
     spry_purge_notify();
+    spry_purge_start_point();
 }
 
 void spry_heaps_init(void) {
@@ -382,11 +386,10 @@ spry_heap_t *spry_heap_acquire(void) {
         heaps_dormant = heap->dormant_next;
         heap->dormant_next = NULL;
         heap->is_dormant = 0;
+        spry_stat_sub(&spry_stat.heaps_abandoned, 1);
     }
     spry_unlock(&heaps_lock);
-    if (heap) {
-        spry_stat_sub(&spry_stat.heaps_abandoned, 1);
-    } else {
+    if (!heap) {
         heap = spry_meta_alloc(sizeof *heap);
         if (!heap) return NULL;
         for (size_t w = 0; w < SPRY_DIRECT_SLOTS; w++) heap->direct[w] = &spry_empty_page;
@@ -418,7 +421,10 @@ void spry_heap_collect(spry_heap_t *heap, bool release_retained) {
             page = next;
         }
     }
-    hot_flush(heap);
+    if (heap->hot_bytes) {
+        hot_flush(heap);
+        spry_purge_notify();
+    }
 }
 
 bool spry_heaps_purge(bool force) {
@@ -464,19 +470,17 @@ void spry_heaps_fork_parent(void) {
     spry_unlock(&heaps_lock);
 }
 
-/* In the child only the forking thread lives on: every other live heap
- * becomes dormant, so its memory is reused rather than lost. */
+/* In the child only the forking thread lives on. The other live heaps may
+ * have been in the middle of an owner-only operation (a queue half linked)
+ * when fork came, so they are never adopted: they are orphaned, their keys
+ * zeroed so that frees of their blocks take the remote path, and what they
+ * hold stays with them (as mimalloc does). Dormant heaps were consistent and
+ * remain reusable; no purge pass was running (fork_prepare waited). */
 void spry_heaps_fork_child(void) {
     spry_lock_init(&heaps_lock);
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
-        if (h != spry_tls_heap && !h->is_dormant) {
-            heap_rekey(h, 0);
-            h->is_dormant = 1;
-            h->dormant_next = heaps_dormant;
-            heaps_dormant = h;
-            spry_stat_add(&spry_stat.heaps_abandoned, 1);
-        }
+        if (h != spry_tls_heap && !h->is_dormant) heap_rekey(h, 0);
     }
 }
 

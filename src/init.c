@@ -17,9 +17,17 @@ int spry_cpus = 1;
 
 /* Fork from a multi-threaded parent: every spry lock is taken before the
  * fork and released on both sides, so the child never inherits a lock held
- * by a thread that does not exist there. Order: heaps, then arena. */
-static void fork_prepare(void) { spry_heaps_fork_prepare(); spry_arena_fork_prepare(); }
-static void fork_parent(void)  { spry_arena_fork_parent(); spry_heaps_fork_parent(); }
+ * by a thread that does not exist there. Order: purge pass, heaps, arena. */
+static void fork_prepare(void) {
+    spry_purge_fork_prepare();
+    spry_heaps_fork_prepare();
+    spry_arena_fork_prepare();
+}
+static void fork_parent(void) {
+    spry_arena_fork_parent();
+    spry_heaps_fork_parent();
+    spry_purge_fork_parent();
+}
 static void fork_child(void) {
     spry_arena_fork_child();
     spry_heaps_fork_child();

@@ -5,6 +5,7 @@
  * not resident) ahead of use. */
 #include "page.h"
 #include "sizeclass.h"
+#include "purge.h"
 
 #define CARVE_BYTES   4096
 #define CARVE_MIN     1
@@ -83,6 +84,9 @@ void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_blo
         nw = (uintptr_t)first | (old & SPRY_XFREE_FLAGS);
         if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
     } while (!spry_cas_weak_release(&page->xfree, &old, nw));
+    /* Into a dormant heap (key 0): nobody collects it but a purge pass. */
+    if (!(old & ~SPRY_XFREE_FLAGS) && (spry_key_get(page) & ~SPRY_KEY_FULL) == 0)
+        spry_purge_notify();
     /* Only the free that set QUEUED links the page into the inbox. */
     if (!(nw & SPRY_XFREE_QUEUED) || (old & SPRY_XFREE_QUEUED)) return;
     spry_heap_t *heap = page->heap;

@@ -3,7 +3,17 @@
  * Handshake with freeing threads (Dekker, seq_cst): a freeing thread sets
  * `pending` and then reads `sleeping`; the thread, before it sleeps without a
  * timeout, sets `sleeping` and then reads `pending`. One of the two sees the
- * other, so no work is left unseen while the thread sleeps. */
+ * other, so no work is left unseen while the thread sleeps.
+ *
+ * Starting the thread allocates (glibc's pthread_create callocs the new
+ * thread's TLS vector), so it must not happen in the middle of an allocator
+ * operation: spry_purge_notify only records the wish, and the thread starts
+ * at spry_purge_start_point(), which the entry points call once their work is
+ * done (end of a slow free, start of a slow malloc).
+ *
+ * pass_lock serialises passes (thread, inline, spry_trim) and keeps fork out
+ * of a pass: a pass holds dormant heaps detached and arena chunks marked busy
+ * while it works unlocked. */
 #define _GNU_SOURCE
 #include "purge.h"
 #include "heap.h"
@@ -11,21 +21,25 @@
 #include "options.h"
 #include "os.h"
 #include "stats.h"
+#include "lock.h"
 #include <pthread.h>
 #include <signal.h>
 
-enum { PURGER_NONE = 0, PURGER_RUNNING = 1, PURGER_UNAVAILABLE = 2 };
+enum { PURGER_NONE = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_UNAVAILABLE = 3 };
 
 static _Atomic(int) purger_state;
 static _Atomic(int) purger_sleeping;
 static _Atomic(int) purge_pending;
 static _Atomic(uint64_t) inline_next_ms;   /* when no thread: next inline pass */
+static spry_lock_t pass_lock = SPRY_LOCK_INIT;
 
 /* One pass: ripe memory of every heap and of the arenas. */
 static bool purge_pass(bool force) {
+    spry_lock(&pass_lock);
     spry_stat_sample_peak();
     bool waiting = spry_heaps_purge(force);
     if (spry_arena_purge(force)) waiting = true;
+    spry_unlock(&pass_lock);
     return waiting;
 }
 
@@ -45,8 +59,9 @@ static void *purger_main(void *arg) {
     return NULL;
 }
 
-static void purger_start(void) {
-    int expected = PURGER_NONE;
+void spry_purge_start_point(void) {
+    int expected = PURGER_WANTED;
+    if (spry_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_WANTED)) return;
     if (!atomic_compare_exchange_strong(&purger_state, &expected, PURGER_RUNNING)) return;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -66,7 +81,11 @@ static void purger_start(void) {
 void spry_purge_notify(void) {
     if (!spry_option(SPRY_OPT_PURGE_THREAD)) return;
     int st = atomic_load_explicit(&purger_state, memory_order_relaxed);
-    if (st == PURGER_NONE) { purger_start(); return; }
+    if (st == PURGER_NONE) {
+        int expected = PURGER_NONE;
+        atomic_compare_exchange_strong(&purger_state, &expected, PURGER_WANTED);
+        return;
+    }
     if (st != PURGER_RUNNING) return;
     if (atomic_load_explicit(&purge_pending, memory_order_relaxed)) return;
     atomic_store(&purge_pending, 1);
@@ -91,9 +110,14 @@ void spry_purge_all(void) {
     purge_pass(true);
 }
 
+void spry_purge_fork_prepare(void) { spry_lock(&pass_lock); }
+void spry_purge_fork_parent(void)  { spry_unlock(&pass_lock); }
+
 void spry_purge_fork_child(void) {
-    /* Threads do not survive fork; a new purger starts at the next free. */
-    atomic_store(&purger_state, PURGER_NONE);
+    spry_lock_init(&pass_lock);
+    /* Threads do not survive fork; a new purger starts when needed. */
+    int st = atomic_load(&purger_state);
+    atomic_store(&purger_state, st == PURGER_UNAVAILABLE ? PURGER_UNAVAILABLE : PURGER_NONE);
     atomic_store(&purger_sleeping, 0);
     atomic_store(&purge_pending, 0);
 }

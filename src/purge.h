@@ -6,12 +6,18 @@
 #ifndef SPRY_PURGE_H
 #define SPRY_PURGE_H
 
-/* Something became free: make sure a purge pass will come. */
+/* Something became free: make sure a purge pass will come. Safe anywhere:
+ * it never starts the thread itself. */
 void spry_purge_notify(void);
+/* Starts the purge thread if a notify asked for it. Call only where no
+ * allocator operation of this thread is under way (it allocates). */
+void spry_purge_start_point(void);
 /* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
 void spry_purge_poll(void);
 /* Everything free goes back to the kernel now. */
 void spry_purge_all(void);
+void spry_purge_fork_prepare(void);
+void spry_purge_fork_parent(void);
 void spry_purge_fork_child(void);
 
 #endif

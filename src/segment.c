@@ -10,6 +10,7 @@
 #include "options.h"
 #include "stats.h"
 #include "init.h"
+#include "purge.h"
 #include <errno.h>
 #include <string.h>
 
@@ -57,6 +58,9 @@ static spry_segment_t *segment_create(spry_heap_t *heap) {
     if (!spry_arena_alloc(1, 0, 0, &run)) return NULL;
     spry_segment_t *seg = run.base;
     if (!run.clean) memset(seg, 0, sizeof *seg);
+    /* A pointer into the header or a never used slice finds a page that is
+     * FREE and keyed 0: free reports it instead of following NULL. */
+    for (unsigned i = 0; i < SPRY_SLICES; i++) seg->slice_page[i] = &spry_empty_page;
     seg->heap = heap;
     seg->size = SPRY_SEGMENT_SIZE;
     seg->kind = SPRY_SEGMENT_NORMAL;
@@ -190,6 +194,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     } else {
         uint64_t tail = SLICE_BITS(first + need, have - need);
         seg->free_mask |= tail;
+        spry_purge_notify();
         heap_count(&heap->span_in_use, 0, (size_t)(have - need) * SPRY_SLICE_SIZE);
         heap_count(&heap->span_dirty, (size_t)(have - need) * SPRY_SLICE_SIZE, 0);
     }
@@ -369,4 +374,5 @@ void spry_huge_free(spry_segment_t *seg) {
     spry_run_t run = { seg, seg->size >> SPRY_SEGMENT_SHIFT, false, seg->arena_dedicated != 0 };
     page->kind = SPRY_PAGE_FREE;
     spry_arena_free(&run, true);
+    if (!run.dedicated) spry_purge_notify();
 }

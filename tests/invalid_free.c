@@ -1,0 +1,57 @@
+/* A wrong program: pointers into spry's memory that are not in any page
+ * (the segment header, a slice never handed out) are reported on stderr and
+ * ignored; the heap keeps working and live blocks keep their contents.
+ * (A pointer into the middle of a live block of the freeing thread is not
+ * checked: the fast path trusts it. That is the debug mode's job.) */
+#include "check.h"
+#include <spry.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Runs fn with stderr sent to a temporary file; returns how many lines of
+ * it say "invalid pointer". */
+static int count_reports(void (*fn)(uintptr_t), uintptr_t arg) {
+    char path[] = "/tmp/spry-invalid-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    int saved = dup(2);
+    CHECK(dup2(fd, 2) == 2);
+    fn(arg);
+    CHECK(dup2(saved, 2) == 2);
+    close(saved);
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    CHECK(n >= 0);
+    buf[n] = 0;
+    int count = 0;
+    for (char *s = buf; (s = strstr(s, "invalid pointer")) != NULL; s++) count++;
+    return count;
+}
+
+static void free_header(uintptr_t seg) { spry_free((void *)(seg + 64)); }
+static void free_unused(uintptr_t seg) { spry_free((void *)(seg + 60 * 65536 + 16)); }
+
+int main(void) {
+    unsigned char *live = spry_malloc(48);
+    CHECK(live != NULL);
+    memset(live, 0x5a, 48);
+    uintptr_t seg = (uintptr_t)live & ~(uintptr_t)((1u << 22) - 1);
+    CHECKF(count_reports(free_header, seg) == 1, "free of the segment header not reported");
+    CHECKF(count_reports(free_unused, seg) == 1, "free into a never used slice not reported");
+    unsigned char *big = spry_malloc(40000);
+    CHECK(big != NULL);
+    CHECK(spry_usable_size((void *)(seg + 64)) == 0);
+    /* everything still works */
+    for (int i = 0; i < 100000; i++) {
+        void *p = spry_malloc((size_t)(i % 3000) + 1);
+        CHECK(p != NULL);
+        spry_free(p);
+    }
+    for (int i = 0; i < 48; i++) CHECK(live[i] == 0x5a);
+    spry_free(big);
+    spry_free(live);
+    printf("invalid_free: reported and survived\n");
+    return 0;
+}
