@@ -458,6 +458,14 @@ bool spry_heaps_purge(bool force) {
     return waiting;
 }
 
+void spry_heaps_trim_urgent(void) {
+    spry_lock(&heaps_lock);
+    spry_heap_t *all = heaps_all;
+    spry_unlock(&heaps_lock);
+    for (spry_heap_t *h = all; h; h = h->all_next)
+        if (atomic_load_explicit(&h->purge_urgent, memory_order_relaxed)) spry_heap_trim_urgent(h);
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 void spry_heaps_fork_prepare(void) {

@@ -22,6 +22,8 @@ spry_heap_t *spry_heap_acquire(void);
 void  spry_heap_collect(spry_heap_t *heap, bool release_retained);
 /* The purge thread's pass over all heaps; true while memory waits. */
 bool  spry_heaps_purge(bool force);
+/* Trims every heap marked over budget (the purge thread, on a kick). */
+void  spry_heaps_trim_urgent(void);
 
 typedef struct spry_heap_walk {
     size_t segments, free_slices, class_pages, full_pages, large_pages;

@@ -22,6 +22,7 @@
 #include "os.h"
 #include "stats.h"
 #include "lock.h"
+#include "types.h"
 #include <pthread.h>
 #include <signal.h>
 
@@ -31,6 +32,7 @@ static _Atomic(int) purger_state;
 static _Atomic(int) purger_sleeping;
 static _Atomic(int) purge_pending;
 static _Atomic(uint64_t) inline_next_ms;   /* when no thread: next inline pass */
+static _Atomic(int) purge_kick;            /* 1: a heap is over budget */
 static spry_lock_t pass_lock = SPRY_LOCK_INIT;
 
 /* One pass: ripe memory of every heap and of the arenas. */
@@ -43,18 +45,36 @@ static bool purge_pass(bool force) {
     return waiting;
 }
 
+/* Heaps over budget: trimmed as soon as the thread is woken. */
+static void purge_urgent_pass(void) {
+    spry_lock(&pass_lock);
+    spry_heaps_trim_urgent();
+    spry_unlock(&pass_lock);
+}
+
 static void *purger_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "spry-purge");
     for (;;) {
         long delay = spry_option(SPRY_OPT_PURGE_DELAY_MS);
-        spry_os_sleep_ms(delay > 0 ? delay : 1);
+        uint64_t until = spry_os_now_ms() + (uint64_t)(delay > 0 ? delay : 1);
+        /* sleep out the delay, waking early for heaps over budget */
+        for (;;) {
+            uint64_t now = spry_os_now_ms();
+            if (now >= until) break;
+            spry_os_wait(&purge_kick, 0, (long)(until - now));
+            if (atomic_exchange(&purge_kick, 0)) purge_urgent_pass();
+        }
         atomic_store(&purge_pending, 0);
         if (purge_pass(false)) continue;
         /* Nothing left waiting: sleep until a free says otherwise. */
         atomic_store(&purger_sleeping, 1);
-        if (atomic_load(&purge_pending)) { atomic_store(&purger_sleeping, 0); continue; }
+        if (atomic_load(&purge_pending) || atomic_load(&purge_kick)) {
+            atomic_store(&purger_sleeping, 0);
+            continue;
+        }
         while (atomic_load(&purger_sleeping)) spry_os_wait(&purger_sleeping, 1, -1);
+        if (atomic_exchange(&purge_kick, 0)) purge_urgent_pass();
     }
     return NULL;
 }
@@ -93,6 +113,17 @@ void spry_purge_notify(void) {
         spry_os_wake(&purger_sleeping);
 }
 
+bool spry_purge_urgent(struct spry_heap *heap) {
+    if (atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_RUNNING) return false;
+    if (atomic_exchange_explicit(&heap->purge_urgent, 1, memory_order_relaxed)) return true;
+    atomic_store(&purge_kick, 1);
+    spry_os_wake(&purge_kick);
+    /* a thread asleep with no timeout waits on purger_sleeping */
+    if (atomic_load(&purger_sleeping) && atomic_exchange(&purger_sleeping, 0))
+        spry_os_wake(&purger_sleeping);
+    return true;
+}
+
 void spry_purge_poll(void) {
     if (spry_option(SPRY_OPT_PURGE_THREAD) &&
         atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_UNAVAILABLE) return;
@@ -120,4 +151,5 @@ void spry_purge_fork_child(void) {
     atomic_store(&purger_state, st == PURGER_UNAVAILABLE ? PURGER_UNAVAILABLE : PURGER_NONE);
     atomic_store(&purger_sleeping, 0);
     atomic_store(&purge_pending, 0);
+    atomic_store(&purge_kick, 0);
 }

@@ -6,6 +6,8 @@
 #ifndef SPRY_PURGE_H
 #define SPRY_PURGE_H
 
+#include <stdbool.h>
+
 /* Something became free: make sure a purge pass will come. Safe anywhere:
  * it never starts the thread itself. */
 void spry_purge_notify(void);
@@ -16,6 +18,11 @@ void spry_purge_start_point(void);
 void spry_purge_poll(void);
 /* Everything free goes back to the kernel now. */
 void spry_purge_all(void);
+/* A heap went over its free-memory budget: marks it and wakes the purge
+ * thread, which trims it at once. False when no thread runs (the caller
+ * trims it itself). */
+struct spry_heap;
+bool spry_purge_urgent(struct spry_heap *heap);
 void spry_purge_fork_prepare(void);
 void spry_purge_fork_parent(void);
 void spry_purge_fork_child(void);

@@ -39,6 +39,12 @@ static inline void heap_count(_Atomic(size_t) *c, size_t add, size_t sub) {
     atomic_store_explicit(c, v > sub ? v - sub : 0, memory_order_relaxed);
 }
 
+/* span_in_use grew: keep the peak (heap lock). */
+static inline void heap_peak(spry_heap_t *heap) {
+    size_t v = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
+    if (v > heap->span_in_use_peak) heap->span_in_use_peak = v;
+}
+
 static void segment_link(spry_heap_t *heap, spry_segment_t *seg) {
     seg->prev = NULL;
     seg->next = heap->segments;
@@ -122,6 +128,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
         heap->span_cache[slices] = cached->next;
         heap->span_cached -= bytes;
         heap_count(&heap->span_in_use, bytes, 0);
+        heap_peak(heap);
         heap_count(&heap->span_dirty, 0, bytes);
         spry_unlock(&heap->lock);
         cached->next = NULL;
@@ -160,6 +167,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     seg->aging_mask &= ~bits;
     for (unsigned i = 0; i < slices; i++) seg->slice_page[at + i] = &seg->pages[at];
     heap_count(&heap->span_in_use, (size_t)slices * SPRY_SLICE_SIZE, 0);
+    heap_peak(heap);
     if (was_dirty)
         heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
     spry_unlock(&heap->lock);
@@ -189,6 +197,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
         seg->aging_mask &= ~more;
         for (unsigned i = first + have; i < first + need; i++) seg->slice_page[i] = page;
         heap_count(&heap->span_in_use, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
+        heap_peak(heap);
         if (was_dirty)
             heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
     } else {
@@ -264,6 +273,18 @@ size_t spry_heap_share(size_t bytes) {
     return bytes > BUDGET_MIN ? bytes : BUDGET_MIN;
 }
 
+/* Measured against the peak use since the last tick, not the current one:
+ * a program that frees most of its memory at once should not pay for
+ * madvise in the middle of that (the next tick returns it anyway); one whose
+ * freed memory keeps growing while its use stays flat should. */
+static size_t heap_budget(spry_heap_t *heap) {
+    size_t in_use = heap->span_in_use_peak;
+    size_t floor = spry_heap_share(DIRTY_FLOOR);
+    return 2 * in_use > floor ? 2 * in_use : floor;
+}
+
+static void heap_trim_locked(spry_heap_t *heap, size_t budget);
+
 void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = (unsigned)(page - seg->pages);
@@ -277,24 +298,38 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     spry_lock(&heap->lock);
     heap_count(&heap->span_in_use, 0, bytes);
     heap_count(&heap->span_dirty, bytes, 0);
-    size_t in_use = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
-    size_t floor = spry_heap_share(DIRTY_FLOOR);
-    size_t budget = 2 * in_use > floor ? 2 * in_use : floor;
+    size_t budget = heap_budget(heap);
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
     else seg->free_mask |= bits;
-    if (atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget) {
-        spry_stat_add(&spry_stat.budget_purges, 1);
-        cache_flush(heap, true);
-        /* oldest first (free since the last tick), then the rest */
-        heap_purge_locked(heap, false, false, budget / 2);
-        heap_purge_locked(heap, true, false, budget / 2);
-    }
+    bool over = atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget;
+    /* Over budget: the purge thread does it at once, off this thread's
+     * path (a mass free should not wait for madvise); without it, here. */
+    if (over && !spry_purge_urgent(heap)) heap_trim_locked(heap, budget);
+    spry_unlock(&heap->lock);
+}
+
+/* Down to half the budget: oldest first (free since the last tick), then
+ * the rest. heap->lock held. */
+static void heap_trim_locked(spry_heap_t *heap, size_t budget) {
+    spry_stat_add(&spry_stat.budget_purges, 1);
+    cache_flush(heap, true);
+    heap_purge_locked(heap, false, false, budget / 2);
+    heap_purge_locked(heap, true, false, budget / 2);
+}
+
+void spry_heap_trim_urgent(spry_heap_t *heap) {
+    spry_lock(&heap->lock);
+    atomic_store_explicit(&heap->purge_urgent, 0, memory_order_relaxed);
+    size_t budget = heap_budget(heap);
+    if (atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget / 2)
+        heap_trim_locked(heap, budget);
     spry_unlock(&heap->lock);
 }
 
 bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
     spry_lock(&heap->lock);
     heap->purge_tick++;
+    heap->span_in_use_peak = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
     cache_flush(heap, force);
     bool waiting = heap_purge_locked(heap, force, true, 0);
     if (heap->span_cached) waiting = true;

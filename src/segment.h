@@ -19,6 +19,8 @@ size_t spry_heap_share(size_t bytes);
  * when the ones after it are free, fewer by giving the tail back. The caller
  * owns the page. False when it cannot grow in place. */
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable);
+/* The purge thread's side of a heap gone over its free-memory budget. */
+void spry_heap_trim_urgent(spry_heap_t *heap);
 /* Purges the heap's free slices that were free at the previous call (all if
  * force) and returns segments that stayed entirely free to the arena. Returns
  * true while free dirty memory is left waiting. */

@@ -165,6 +165,8 @@ typedef struct spry_heap {
      * lock (plain load+store), read by statistics without it */
     _Atomic(size_t) span_in_use;
     _Atomic(size_t) span_dirty;         /* includes the span cache          */
+    size_t span_in_use_peak;            /* highest span_in_use since the last
+                                           purge tick (heap lock)            */
     /* Recently freed spans by slice count, reused as they are: a block of the
      * same size lands where the last one was, touching no new memory. LIFO,
      * heap lock; flushed to the segments at the next purge tick. */
@@ -186,6 +188,8 @@ typedef struct spry_heap {
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
     _Atomic(int) trim_request;          /* purge thread asks the owner to let
                                            retained pages go                 */
+    _Atomic(int) purge_urgent;          /* over budget, the purge thread is
+                                           asked to trim it now              */
     uint32_t is_dormant;
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
 } spry_heap_t;
