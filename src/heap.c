@@ -92,9 +92,6 @@ static void queue_push_front(spry_heap_t *heap, spry_page_t *page) {
 
 /* ---- pages becoming empty or full -------------------------------------- */
 
-/* An empty page goes back to its segment (its memory is purged after the
- * delay). A page still queued in the inbox waits for the drain, which will
- * see it empty. */
 /* ---- hot large blocks ----------------------------------------------------
  * A large block the owner frees is kept whole, as a span of its size, for the
  * owner's next malloc of that span size: no lock, no search, and the memory
@@ -150,6 +147,9 @@ static bool xfree_set_notify(spry_page_t *page, bool on) {
     }
 }
 
+/* An empty page goes back to its segment (its memory is purged after the
+ * delay). A page still queued in the inbox waits for the drain, which will
+ * see it empty. */
 static void page_release(spry_heap_t *heap, spry_page_t *page) {
     if (page->kind == SPRY_PAGE_FREE) return;     /* already given back */
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
