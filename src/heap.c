@@ -43,14 +43,15 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
     for (size_t w = lo; w <= size / 8; w++) heap->direct[w] = page;
 }
 
-/* The head of a page queue is pinned (for classes up to 64 KiB, pages of at
- * most 8 slices): its used count holds one phantom block, so frees never see
+/* The head of a page queue is pinned (every class page: up to 128 KiB blocks
+ * in pages of at most 16 slices): its used count holds one phantom block, so
+ * frees never see
  * it reach 0 and a thread that mallocs and frees a few blocks of a class in a
  * loop neither returns nor re-takes the span, at no cost to the free fast
  * path. Unpinned when it stops heading the queue. What this keeps from the
  * kernel is at most one page per class and heap, given back when the thread
  * exits or calls spry_trim / malloc_trim. */
-#define PIN_MAX_SLICES 8
+#define PIN_MAX_SLICES 16
 
 static void page_pin(spry_page_t *page) {
     if (page->slice_count <= PIN_MAX_SLICES && !page->pinned) { page->pinned = 1; page->used++; }
@@ -246,7 +247,7 @@ static void *class_alloc(spry_heap_t *heap, unsigned c) {
     return page_pop(page);
 }
 
-/* Blocks above 64 KiB: a span each, usable size rounded to the size class
+/* Blocks above 128 KiB: a span each, usable size rounded to the size class
  * (the span's tail beyond it is never touched, so never resident). Spans are
  * taken hot-first (spry_span_alloc), so a churn of such blocks keeps reusing
  * the same resident memory. */

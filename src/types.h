@@ -46,7 +46,7 @@
  * beyond, a huge segment. */
 #define SPRY_SMALL_MAX       1024
 #define SPRY_DIRECT_SLOTS    (SPRY_SMALL_MAX / 8 + 1)
-#define SPRY_PAGED_MAX       ((size_t)64 * 1024)
+#define SPRY_PAGED_MAX       ((size_t)128 * 1024)
 #define SPRY_CLASS_MAX       ((size_t)512 * 1024)
 #define SPRY_CLASS_COUNT     105
 #define SPRY_LARGE_MAX       ((size_t)2 * 1024 * 1024)
