@@ -71,13 +71,7 @@ static void *chunks_worker(void *arg)
   /* Nobody frees its slots while another thread is still timed. */
   pthread_barrier_wait(&stop_line);
 
-  for (k = 0; k < live; k++) {
-    if (!bench_stamp_ok(slot[k], size[k], cfg.touch))
-      bench_corrupt(TEST_NAME, slot[k], size[k], "stamp damaged at teardown");
-    free(slot[k]);
-  }
-  free(slot);
-  free(size);
+  bench_slots_free(TEST_NAME, slot, size, live, cfg.touch);
   return NULL;
 }
 

@@ -87,13 +87,7 @@ static void *churn_worker(void *arg)
   w->span.end = bench_now();
   w->ops = ops;
 
-  for (k = 0; k < live; k++) {
-    if (!bench_stamp_ok(slot[k], size[k], cfg.touch))
-      bench_corrupt(TEST_NAME, slot[k], size[k], "stamp damaged at teardown");
-    free(slot[k]);
-  }
-  free(slot);
-  free(size);
+  bench_slots_free(TEST_NAME, slot, size, live, cfg.touch);
   return NULL;
 }
 

@@ -476,4 +476,19 @@ static inline void bench_corrupt(const char *test, const void *p, size_t n, cons
   bench_die(BENCH_EXIT_CORRUPT, "CORRUPT test=%s block=%p size=%zu: %s", test, p, n, what);
 }
 
+/* Teardown of a worker's live slots: checks every block's stamp (a damaged
+ * one ends the run through bench_corrupt), frees the blocks and the arrays. */
+static inline void bench_slots_free(const char *test, void **slot, size_t *size, uint64_t live,
+                                    enum bench_touch touch)
+{
+  uint64_t k;
+  for (k = 0; k < live; k++) {
+    if (!bench_stamp_ok(slot[k], size[k], touch))
+      bench_corrupt(test, slot[k], size[k], "stamp damaged at teardown");
+    free(slot[k]);
+  }
+  free(slot);
+  free(size);
+}
+
 #endif /* SPRY_BENCH_COMMON_H */
