@@ -15,4 +15,17 @@ echo "install-deps: installing ${missing[*]}"
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || true
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+  # One bad name must not stop the rest: install one by one, report failures.
+  failed=()
+  for p in "${missing[@]}"; do
+    $SUDO apt-get install -y -qq --no-install-recommends "$p" || failed+=("$p")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "install-deps: could not install: ${failed[*]} (tests that need them will say so)" >&2
+  fi
+fi
+# The build itself cannot do without these.
+for tool in cmake make cc c++; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "install-deps: $tool is missing" >&2; exit 1; }
+done
