@@ -15,6 +15,7 @@
 
 #include "types.h"
 #include "heap.h"
+#include "queue.h"
 
 void spry_free_slow(spry_page_t *page, void *p);
 void spry_free_special(void *p);

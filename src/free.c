@@ -3,7 +3,7 @@
 #include "page.h"
 #include "segment.h"
 #include "foreign.h"
-#include "outbox.h"
+#include "remote.h"
 #include "purge.h"
 
 /* True when p is the start of a block of the page (checked off the fast

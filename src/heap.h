@@ -1,6 +1,5 @@
-/* Thread heaps: the slow path of malloc, page queues, the inbox of remote
- * frees, and the life of a heap across thread exit (dormant, then reused by
- * the next new thread). */
+/* Thread heaps: the slow path of malloc, and the life of a heap across
+ * thread exit (dormant, then reused by the next new thread) and fork. */
 #ifndef SPRY_HEAP_H
 #define SPRY_HEAP_H
 
@@ -11,10 +10,6 @@
 void *spry_heap_malloc(size_t n, spry_heap_t *heap);
 /* Allocation of n bytes aligned to `align` (a power of two > 16). */
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
-/* The owner frees a block of a page whose key says FULL. */
-void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
-/* The owner saw page->used drop to 0. */
-void  spry_page_empty(spry_page_t *page);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */
 spry_heap_t *spry_heap_acquire(void);
 /* Collects remote frees and returns every empty page of a heap the caller

@@ -5,7 +5,6 @@
  * not resident) ahead of use. */
 #include "page.h"
 #include "sizeclass.h"
-#include "purge.h"
 
 #define CARVE_BYTES   4096
 #define CARVE_MIN     1
@@ -71,27 +70,4 @@ void spry_page_refill(spry_page_t *page) {
         return;
     }
     if (page->capacity < page->reserved) page_carve(page);
-}
-
-void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
-    spry_page_remote_free_list(page, b, b);
-}
-
-void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last) {
-    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
-    do {
-        last->next = (spry_block_t *)(old & ~SPRY_XFREE_FLAGS);
-        nw = (uintptr_t)first | (old & SPRY_XFREE_FLAGS);
-        if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
-    } while (!spry_cas_weak_release(&page->xfree, &old, nw));
-    /* Into a dormant heap (key 0): nobody collects it but a purge pass. */
-    if (!(old & ~SPRY_XFREE_FLAGS) && (spry_key_get(page) & ~SPRY_KEY_FULL) == 0)
-        spry_purge_notify();
-    /* Only the free that set QUEUED links the page into the inbox. */
-    if (!(nw & SPRY_XFREE_QUEUED) || (old & SPRY_XFREE_QUEUED)) return;
-    spry_heap_t *heap = page->heap;
-    spry_page_t *top = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
-    do {
-        atomic_store_explicit(&page->inbox_next, top, memory_order_relaxed);
-    } while (!spry_cas_weak_release(&heap->inbox, &top, page));
 }

@@ -13,11 +13,4 @@ void spry_page_refill(spry_page_t *page);
 /* Moves remote frees onto local_free; returns how many. Keeps the xfree
  * flags (the page may still sit in its heap's inbox). */
 uint32_t spry_page_collect_remote(spry_page_t *page);
-/* Any thread other than the owner: push a block onto the page's remote list;
- * if the page asks for it (NOTIFY), the first push also queues the page in
- * the owner heap's inbox. */
-void spry_page_remote_free(spry_page_t *page, spry_block_t *b);
-/* The same for a list of blocks of the page, linked first to last. */
-void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last);
-
 #endif

@@ -1,0 +1,93 @@
+/* Large blocks (128 KiB to 2 MiB): a span of slices each; see large.h. */
+#include "large.h"
+#include "segment.h"
+#include "sizeclass.h"
+
+/* ---- hot large blocks ----------------------------------------------------
+ * A large block the owner frees is kept whole, as a span of its size, for the
+ * owner's next malloc of that span size: no lock, no search, and the memory
+ * is the same, so nothing new is touched. The purge thread cannot reach
+ * these, so their bound is what an idle thread may keep (4 MiB, shared among
+ * heaps beyond one per CPU); thread exit, spry_trim and malloc_trim give them
+ * back to the segments. */
+#define HOT_BYTES    ((size_t)4 << 20)
+#define HOT_PER_SLOT 16
+
+bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
+    unsigned s = page->slice_count;
+    size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
+    if (heap->hot_count[s] >= HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
+        return false;
+    page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
+    spry_key_set(page, 0);
+    page->next = heap->hot[s];
+    heap->hot[s] = page;
+    heap->hot_count[s]++;
+    heap->hot_bytes += bytes;
+    return true;
+}
+
+static spry_page_t *hot_pop(spry_heap_t *heap, unsigned s) {
+    spry_page_t *page = heap->hot[s];
+    if (page) {
+        heap->hot[s] = page->next;
+        heap->hot_count[s]--;
+        heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
+        page->next = NULL;
+        page->is_zero = 0;
+    }
+    return page;
+}
+
+void spry_large_hot_flush(spry_heap_t *heap) {
+    for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS; s++) {
+        spry_page_t *page;
+        while ((page = hot_pop(heap, s)) != NULL) spry_span_free(heap, page);
+    }
+}
+/* Blocks above 128 KiB: a span each, usable size rounded to the size class
+ * (the span's tail beyond it is never touched, so never resident). Spans are
+ * taken hot-first (spry_span_alloc), so a churn of such blocks keeps reusing
+ * the same resident memory. */
+/* The block of a large page taken from the hot cache: the page was a large
+ * page before, so only what differs is set. */
+static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
+    page->kind = SPRY_PAGE_LARGE;
+    page->block_size = usable;
+    page->used = 1;
+    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
+    spry_key_set(page, heap->tid);
+    return page->start;
+}
+
+void *spry_large_alloc(spry_heap_t *heap, size_t n) {
+    size_t usable = spry_good_size_of(n);
+    unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
+    /* a hot span one slice longer does too: its tail stays untouched */
+    spry_page_t *page = hot_pop(heap, slices);
+    if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1);
+    if (page) return large_reuse(heap, page, usable);
+    page = spry_span_alloc(heap, slices);
+    if (!page) return NULL;
+    page->kind = SPRY_PAGE_LARGE;
+    page->class_idx = 0;
+    page->block_size = usable;
+    page->pinned = 0;
+    page->reserved = page->capacity = page->used = 1;
+    page->free = page->local_free = NULL;
+    page->next = page->prev = NULL;
+    /* a large block's remote free must reach the owner at once */
+    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
+    spry_key_set(page, heap->tid);
+    return page->start;
+}
+
+void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
+    size_t usable = spry_good_size_of(n);
+    spry_page_t *page = hot_pop(heap, (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT));
+    return page ? large_reuse(heap, page, usable) : NULL;
+}
+
+void spry_large_refresh_limit(spry_heap_t *heap) {
+    heap->hot_limit = spry_heap_share(HOT_BYTES);
+}

@@ -1,0 +1,148 @@
+/* Class page queues (owner thread only); see queue.h.
+ *
+ * heap->queues[c] lists the pages of class c that may have free blocks;
+ * queues[c].first is the page malloc pops from, mirrored in direct[] for
+ * sizes up to SMALL_MAX. A page found with nothing to give is unlinked and its
+ * key gets SPRY_KEY_FULL, so that the next free of one of its blocks by the
+ * owner takes the slow path and links it back (spry_heap_free_full). */
+#include "queue.h"
+#include "page.h"
+#include "segment.h"
+#include "sizeclass.h"
+#include "large.h"
+#include "purge.h"
+
+static void direct_update(spry_heap_t *heap, unsigned c) {
+    size_t size = spry_class_size(c);
+    if (size > SPRY_SMALL_MAX) return;
+    spry_page_t *page = heap->queues[c].first ? heap->queues[c].first : &spry_empty_page;
+    size_t lo = c == 0 ? 0 : spry_class_size(c - 1) / 8 + 1;
+    for (size_t w = lo; w <= size / 8; w++) heap->direct[w] = page;
+}
+
+/* The head of a page queue is pinned (every class page: up to 128 KiB blocks
+ * in pages of at most 16 slices): its used count holds one phantom block, so
+ * frees never see
+ * it reach 0 and a thread that mallocs and frees a few blocks of a class in a
+ * loop neither returns nor re-takes the span, at no cost to the free fast
+ * path. Unpinned when it stops heading the queue. What this keeps from the
+ * kernel is at most one page per class and heap, given back when the thread
+ * exits or calls spry_trim / malloc_trim. */
+#define PIN_MAX_SLICES 16
+
+static void page_pin(spry_page_t *page) {
+    if (page->slice_count <= PIN_MAX_SLICES && !page->pinned) { page->pinned = 1; page->used++; }
+}
+
+static void page_unpin(spry_page_t *page) {
+    if (page->pinned) { page->pinned = 0; page->used--; }
+}
+
+static void queue_remove(spry_heap_t *heap, spry_page_t *page) {
+    spry_page_queue_t *q = &heap->queues[page->class_idx];
+    bool was_first = q->first == page;
+    if (page->prev) page->prev->next = page->next; else q->first = page->next;
+    if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+    page->next = page->prev = NULL;
+    if (was_first) {
+        page_unpin(page);
+        if (q->first) page_pin(q->first);
+        direct_update(heap, page->class_idx);
+    }
+}
+
+void spry_queue_push_front(spry_heap_t *heap, spry_page_t *page) {
+    spry_page_queue_t *q = &heap->queues[page->class_idx];
+    spry_page_t *old = q->first;
+    page->prev = NULL;
+    page->next = old;
+    if (old) old->prev = page; else q->last = page;
+    q->first = page;
+    page_pin(page);
+    direct_update(heap, page->class_idx);
+    if (old && old->pinned) {
+        page_unpin(old);
+        if (old->used == 0) spry_page_release(heap, old);
+    }
+}
+
+/* Sets or clears NOTIFY; false (nothing changed) when setting it finds remote
+ * frees waiting: the page is not full after all. */
+static bool xfree_set_notify(spry_page_t *page, bool on) {
+    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed);
+    for (;;) {
+        if (on && (old & ~SPRY_XFREE_FLAGS)) return false;
+        uintptr_t nw = on ? old | SPRY_XFREE_NOTIFY : old & ~SPRY_XFREE_NOTIFY;
+        if (atomic_compare_exchange_weak_explicit(&page->xfree, &old, nw, memory_order_acq_rel,
+                                                  memory_order_relaxed)) return true;
+    }
+}
+
+/* An empty page goes back to its segment (its memory is purged after the
+ * delay). A page still queued in the inbox waits for the drain, which will
+ * see it empty. */
+void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
+    if (page->kind == SPRY_PAGE_FREE) return;     /* already given back */
+    if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
+    if (page->kind == SPRY_PAGE_LARGE && spry_large_hot_push(heap, page)) return;
+    if (page->kind == SPRY_PAGE_CLASS) {
+        if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, heap->tid);
+        else queue_remove(heap, page);
+    }
+    spry_span_free(heap, page);
+    spry_purge_notify();
+}
+
+void spry_page_empty(spry_page_t *page) {
+    spry_page_release(page->heap, page);
+    spry_purge_start_point();
+}
+
+void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+    b->next = page->free;
+    page->free = b;
+    if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL)) {
+        spry_key_set(page, heap->tid);
+        xfree_set_notify(page, false);
+        spry_queue_push_front(heap, page);
+    }
+    if (--page->used == 0) spry_page_release(heap, page);
+}
+
+void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
+    spry_page_queue_t *q = &heap->queues[c];
+    spry_page_t *page = q->first;
+    while (page) {
+        if (!page->free) spry_page_refill(page);
+        if (page->free) {
+            if (page != q->first) { queue_remove(heap, page); spry_queue_push_front(heap, page); }
+            return spry_page_pop(page);
+        }
+        /* Full: out of the queue, and remote frees must now tell us. If
+         * some arrived meanwhile, the page is not full: take them. */
+        if (!xfree_set_notify(page, true)) continue;
+        spry_page_t *next = page->next;
+        queue_remove(heap, page);
+        spry_key_set(page, heap->tid | SPRY_KEY_FULL);
+        page = next;
+    }
+    page = spry_span_alloc(heap, spry_class_slices(c));
+    if (!page) return NULL;
+    spry_page_init_class(heap, page, c);
+    spry_page_refill(page);
+    spry_queue_push_front(heap, page);
+    return spry_page_pop(page);
+}
+
+void spry_queues_release_empty(spry_heap_t *heap) {
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+        spry_page_t *page = heap->queues[c].first;
+        while (page) {
+            spry_page_t *next = page->next;
+            spry_page_collect_remote(page);
+            page_unpin(page);
+            if (page->used == 0) spry_page_release(heap, page);
+            page = next;
+        }
+    }
+}

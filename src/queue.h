@@ -1,0 +1,33 @@
+/* Class page queues of a heap, and the state changes of a class page: queued
+ * (may have free blocks), full (out of its queue, key FULL, remote frees
+ * NOTIFY the owner), empty (its span given back). Owner thread only. */
+#ifndef SPRY_QUEUE_H
+#define SPRY_QUEUE_H
+
+#include "types.h"
+
+static inline void *spry_page_pop(spry_page_t *page) {
+    spry_block_t *b = page->free;
+    page->free = b->next;
+    page->used++;
+    return b;
+}
+
+/* A block of class c from the first page of its queue that has one (pages
+ * found full leave the queue), or from a new page. NULL when out of memory. */
+void *spry_class_alloc(spry_heap_t *heap, unsigned c);
+/* Makes the page the one its class queue pops from. */
+void  spry_queue_push_front(spry_heap_t *heap, spry_page_t *page);
+/* A page whose used count reached 0 (class or large) goes back to its
+ * segment, or to the hot cache (large); one still in the inbox waits for the
+ * drain. */
+void  spry_page_release(spry_heap_t *heap, spry_page_t *page);
+/* The owner saw page->used drop to 0 on the fast path. */
+void  spry_page_empty(spry_page_t *page);
+/* The owner frees a block of a page whose key says FULL. */
+void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
+/* Collects every queued page's remote frees, unpins the queue heads and
+ * releases the pages left empty (thread exit, trim). */
+void  spry_queues_release_empty(spry_heap_t *heap);
+
+#endif

@@ -1,0 +1,92 @@
+/* Remote frees, from the freeing thread to the owner; see remote.h.
+ *   push:  a block (or a batch) onto the page's atomic xfree list; a page
+ *          that asked to be told (NOTIFY) is queued in its heap's inbox;
+ *   batch: the freeing thread's outbox, touched by that thread only;
+ *   drain: the owner takes the inbox and collects those pages. */
+#include "remote.h"
+#include "queue.h"
+#include "purge.h"
+
+void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
+    spry_page_remote_free_list(page, b, b);
+}
+
+void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last) {
+    uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
+    do {
+        last->next = (spry_block_t *)(old & ~SPRY_XFREE_FLAGS);
+        nw = (uintptr_t)first | (old & SPRY_XFREE_FLAGS);
+        if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
+    } while (!spry_cas_weak_release(&page->xfree, &old, nw));
+    /* Into a dormant heap (key 0): nobody collects it but a purge pass. */
+    if (!(old & ~SPRY_XFREE_FLAGS) && (spry_key_get(page) & ~SPRY_KEY_FULL) == 0)
+        spry_purge_notify();
+    /* Only the free that set QUEUED links the page into the inbox. */
+    if (!(nw & SPRY_XFREE_QUEUED) || (old & SPRY_XFREE_QUEUED)) return;
+    spry_heap_t *heap = page->heap;
+    spry_page_t *top = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&page->inbox_next, top, memory_order_relaxed);
+    } while (!spry_cas_weak_release(&heap->inbox, &top, page));
+}
+
+static void outbox_send(spry_heap_t *heap, spry_outbox_t *o) {
+    spry_page_remote_free_list(o->page, o->head, o->tail);
+    o->page = NULL;
+    o->head = o->tail = NULL;
+    o->count = 0;
+    heap->outbox_pending--;
+}
+
+void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+    spry_outbox_t *o = &heap->outbox[((uintptr_t)page >> 7) % SPRY_OUTBOX_SLOTS];
+    if (o->page != page) {
+        if (o->page) outbox_send(heap, o);
+        o->page = page;
+        o->tail = b;
+        b->next = NULL;
+        heap->outbox_pending++;
+    } else {
+        b->next = o->head;
+    }
+    o->head = b;
+    if (++o->count >= SPRY_OUTBOX_MAX) outbox_send(heap, o);
+}
+
+void spry_outbox_flush(spry_heap_t *heap) {
+    for (unsigned i = 0; i < SPRY_OUTBOX_SLOTS && heap->outbox_pending; i++)
+        if (heap->outbox[i].page) outbox_send(heap, &heap->outbox[i]);
+}
+
+/* Pages that asked to be told (full class pages, large blocks) and got
+ * remote frees since the last drain. */
+void spry_inbox_drain(spry_heap_t *heap) {
+    spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
+    while (page) {
+        spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
+        /* Take the list and clear QUEUED, so the next remote free can queue
+         * the page again; NOTIFY stays only if the page stays full. */
+        bool full = page->kind == SPRY_PAGE_LARGE ||
+                    (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL));
+        uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
+        do {
+            nw = (full && !(head & ~SPRY_XFREE_FLAGS)) ? SPRY_XFREE_NOTIFY : 0;
+        } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
+                                                        memory_order_acquire, memory_order_relaxed));
+        spry_block_t *list = (spry_block_t *)(head & ~SPRY_XFREE_FLAGS);
+        if (list) {
+            uint32_t n = 1;
+            spry_block_t *t = list;
+            while (t->next) { t = t->next; n++; }
+            t->next = page->local_free;
+            page->local_free = list;
+            page->used -= n;
+            if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
+                spry_key_set(page, heap->tid);
+                spry_queue_push_front(heap, page);
+            }
+        }
+        if (page->used == 0) spry_page_release(heap, page);
+        page = next;
+    }
+}
