@@ -7,8 +7,11 @@
  * Guarantees every function here keeps:
  * - every block of 16 bytes or more is 16-byte aligned (8-byte blocks: 8);
  * - failure returns NULL (or an error code) with errno set, never aborts;
- * - a pointer spry did not allocate is recognised and handed to the
- *   allocator that follows spry in the process (normally glibc's).
+ * - a pointer spry did not allocate is recognised: handed to the allocator
+ *   that follows spry in the process (normally glibc's) when it is plausibly
+ *   one of its blocks, else reported on stderr and ignored;
+ * - a double free is reported and ignored (SPRY_VERBOSE=0 silences reports,
+ *   SPRY_ABORT_ON_ERROR=1 aborts instead).
  */
 #ifndef SPRY_H
 #define SPRY_H
@@ -47,8 +50,9 @@ void  *spry_memalign(size_t alignment, size_t size);
 size_t spry_usable_size(const void *p);
 /* The usable size a request of `size` bytes gets. */
 size_t spry_good_size(size_t size);
-/* True when p is the start of a live or freed spry block range (O(1));
- * false for pointers of other allocators. */
+/* True when p points into memory spry manages (any address inside one of
+ * its segments or huge blocks, live or not; O(1)); false for pointers of
+ * other allocators. Not a test that p is a live block. */
 bool   spry_owns(const void *p);
 
 /* ---- memory return ----------------------------------------------------- */
@@ -72,6 +76,7 @@ typedef struct spry_stats {
     size_t heaps;         /* thread heaps created (reused ones count once)  */
     size_t heaps_abandoned;/* heaps of exited threads waiting for reuse     */
     size_t foreign_frees; /* pointers of another allocator passed to free   */
+    size_t errors;        /* double frees and invalid pointers, ignored     */
 } spry_stats_t;
 
 void   spry_stats_get(spry_stats_t *out);

@@ -7,6 +7,8 @@
 #include "purge.h"
 #include "options.h"
 #include "init.h"
+#include "page.h"
+#include "report.h"
 #include <errno.h>
 #include <string.h>
 
@@ -24,6 +26,30 @@ static spry_page_t *page_of_block(const void *p) {
     if (spry_likely(k == SPRY_CHUNK_SEGMENT)) return spry_page_of(spry_segment_of(p), p);
     if (k == SPRY_CHUNK_ALIGNED) return &spry_aligned_huge_segment(p)->pages[1];
     return NULL;
+}
+
+/* False for a pointer into a page that is not a live block start it can
+ * tell: a freed block (marker, live bitmap of the caller's own class-0
+ * pages, freed span) or a page that holds no blocks. Interior pointers of
+ * class pages are not checked here. */
+static bool block_is_live(spry_page_t *page, const void *p) {
+    switch (page->kind) {
+    case SPRY_PAGE_CLASS:
+        if (page->class_idx == 0) {
+            /* the bitmap is the owner's to read */
+            if ((spry_key_get(page) & ~SPRY_KEY_FLAGS) != spry_thread_key()) return true;
+            uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
+            if ((uint8_t *)p < page->start || off % 8 || off / 8 >= page->capacity) return false;
+            return (spry_page_live_map(page)[off / 8 >> 6] >> (off / 8 & 63)) & 1;
+        }
+        return spry_block_marker(p) != page;
+    case SPRY_PAGE_LARGE:
+        return p == page->start && spry_block_marker(p) != page;
+    case SPRY_PAGE_HUGE:
+        return p == page->start;
+    default:
+        return false;
+    }
 }
 
 SPRY_API void *spry_calloc(size_t count, size_t size) {
@@ -61,6 +87,11 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
     if (n == 0) { spry_free_inline(p); return NULL; }      /* glibc's choice */
     spry_page_t *page = page_of_block(p);
     if (!page) return spry_foreign_realloc(p, n);
+    if (spry_unlikely(!block_is_live(page, p))) {
+        spry_report_error("realloc", "block already freed or invalid pointer", p);
+        errno = EINVAL;
+        return NULL;
+    }
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     size_t old = page->block_size;
     if (page->kind == SPRY_PAGE_HUGE) {

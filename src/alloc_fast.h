@@ -1,12 +1,15 @@
 /* The fast paths of malloc and free, inlined into every entry point
  * (spry_malloc, malloc, operator new, ...).
  *
- *   malloc(n) ── n <= 1 KiB and the class page has a free block ──> pop, done
+ *   malloc(n) ── n <= 1 KiB and the class page has a free block ──> pop,
+ *        │       clear the free marker, done
  *        └── otherwise ──> spry_heap_malloc (heap.c, noinline)
  *   free(p) ── p in a spry segment, page owned by this thread's heap,
- *        │     page not full ──> push on page->free, used--, done
- *        ├── used reached 0 ──> spry_page_empty (heap.c)
- *        ├── other owner / full page / huge ──> spry_free_slow (free.c)
+ *        │     page not full, not 8-byte blocks ──> push on page->free,
+ *        │     set the free marker, used--, done
+ *        ├── the marker was already set ──> spry_free_double (free.c)
+ *        ├── used reached 0 ──> spry_page_empty (queue.c)
+ *        ├── other owner / full page / 8-byte blocks / huge ──> spry_free_slow
  *        └── NULL, foreign, >= 4 MiB-aligned huge ──> spry_free_special
  *
  * No lock, no atomic read-modify-write, no syscall on either fast path. */
@@ -19,15 +22,17 @@
 
 void spry_free_slow(spry_page_t *page, void *p);
 void spry_free_special(void *p);
+void spry_free_double(spry_page_t *page, void *p);
 
 static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
     spry_heap_t *heap = spry_tls_heap;
     if (spry_likely(n <= SPRY_SMALL_MAX)) {
-        spry_page_t *page = heap->direct[(n + 7) >> 3];
+        spry_page_t *page = heap->direct[n];
         spry_block_t *b = page->free;
         if (spry_likely(b != NULL)) {
             page->free = b->next;
             page->used++;
+            spry_block_mark_live(b);
             return b;
         }
     }
@@ -35,15 +40,26 @@ static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) 
 }
 
 static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
-    if (spry_unlikely(spry_chunk_kind(p) != SPRY_CHUNK_SEGMENT)) {
+    uintptr_t chunk = (uintptr_t)p >> SPRY_SEGMENT_SHIFT;
+    if (spry_unlikely(chunk >= SPRY_CHUNK_MAP_SIZE || spry_chunk_map[chunk] != SPRY_CHUNK_SEGMENT)) {
         spry_free_special(p);
         return;
     }
-    spry_page_t *page = spry_page_of(spry_segment_of(p), p);
+    /* The segment from the chunk number already in a register: one shift.
+     * (The empty asm keeps the compiler from turning it back into a mask of
+     * p, which costs a register copy more.) */
+    __asm__("" : "+r"(chunk));
+    spry_segment_t *seg = (spry_segment_t *)(chunk << SPRY_SEGMENT_SHIFT);
+    spry_page_t *page = spry_page_of(seg, p);
     if (spry_unlikely(spry_key_get(page) != spry_thread_key())) {
         spry_free_slow(page, p);
         return;
     }
+    if (spry_unlikely(spry_block_marker(p) == page)) {
+        spry_free_double(page, p);
+        return;
+    }
+    spry_block_mark_free(p, page);
     /* LIFO on the list malloc pops from: the next malloc of this class gets
      * the block just freed, still in cache (2x on 4-64 KiB churn against
      * pushing on a separate list, as mimalloc does). */

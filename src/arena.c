@@ -23,7 +23,10 @@ typedef struct spry_arena {
 } spry_arena_t;
 
 static spry_lock_t arena_lock = SPRY_LOCK_INIT;
-static spry_arena_t *arena_list;
+/* Written under arena_lock; published with release so that
+ * spry_arena_contains can walk it without the lock (arenas are never
+ * unmapped and base/chunks never change). */
+static spry_arena_t *_Atomic arena_list;
 static size_t arena_next_chunks;               /* size of the next reservation */
 
 static spry_lock_t meta_lock = SPRY_LOCK_INIT;
@@ -98,8 +101,8 @@ static spry_arena_t *arena_create(size_t min_chunks) {
     if (!spry_option(SPRY_OPT_THP)) spry_os_no_huge(base, want * SPRY_SEGMENT_SIZE);
     a->base = base;
     a->chunks = want;
-    a->next = arena_list;
-    arena_list = a;
+    a->next = atomic_load_explicit(&arena_list, memory_order_relaxed);
+    atomic_store_explicit(&arena_list, a, memory_order_release);
     if (arena_next_chunks < ARENA_MAX_CHUNKS) arena_next_chunks *= 2;
     spry_stat_add(&spry_stat.mapped, want * SPRY_SEGMENT_SIZE);
     spry_stat_add(&spry_stat.arenas, 1);
@@ -210,6 +213,13 @@ bool spry_arena_purge(bool force) {
     }
     spry_unlock(&arena_lock);
     return waiting;
+}
+
+bool spry_arena_contains(const void *p) {
+    const uint8_t *b = p;
+    for (spry_arena_t *a = atomic_load_explicit(&arena_list, memory_order_acquire); a; a = a->next)
+        if (b >= a->base && b < a->base + a->chunks * SPRY_SEGMENT_SIZE) return true;
+    return false;
 }
 
 /* Lock order: arena_lock before meta_lock (arena_create allocates metadata). */

@@ -27,6 +27,8 @@ void  spry_arena_free(const spry_run_t *run, bool dirty);
 /* Purges free chunks dirty since the previous call (all of them if force).
  * Returns true while some dirty free memory is left waiting. */
 bool  spry_arena_purge(bool force);
+/* True when p lies in one of the arenas (no lock). */
+bool  spry_arena_contains(const void *p);
 /* Zeroed metadata memory (heaps), never freed; NULL when out of memory. */
 void *spry_meta_alloc(size_t size);
 

@@ -1,6 +1,7 @@
 /* Pointers spry did not allocate (glibc's before spry was loaded, or a
  * second allocator's) go to the allocator that follows spry in the symbol
- * lookup order, found once with dlsym(RTLD_NEXT). */
+ * lookup order, found once with dlsym(RTLD_NEXT), when they plausibly are
+ * glibc's blocks; other pointers are reported and ignored (foreign.c). */
 #ifndef SPRY_FOREIGN_H
 #define SPRY_FOREIGN_H
 
@@ -9,7 +10,5 @@
 void   spry_foreign_free(void *p);
 size_t spry_foreign_usable_size(void *p);
 void  *spry_foreign_realloc(void *p, size_t n);
-/* Invalid pointer given to free/realloc: report it (no abort, no damage). */
-void   spry_report_invalid(const char *what, const void *p);
 
 #endif

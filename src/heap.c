@@ -98,7 +98,7 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
             spry_page_t *page = &seg->pages[i];
             if (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE)
-                spry_key_set(page, tid | (spry_key_get(page) & SPRY_KEY_FULL));
+                spry_key_set(page, tid | (spry_key_get(page) & SPRY_KEY_FLAGS));
         }
     }
     spry_unlock(&heap->lock);

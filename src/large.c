@@ -57,6 +57,7 @@ static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usa
     page->used = 1;
     atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
     spry_key_set(page, heap->tid);
+    spry_block_mark_live(page->start);
     return page->start;
 }
 
@@ -79,6 +80,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n) {
     /* a large block's remote free must reach the owner at once */
     atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
     spry_key_set(page, heap->tid);
+    spry_block_mark_live(page->start);
     return page->start;
 }
 

@@ -1,6 +1,7 @@
 /* The one table of options. Each is read from its environment variable the
  * first time spry initialises; values are plain decimal integers. A bad value
  * keeps the default and says so on stderr. */
+#define _GNU_SOURCE
 #include "options.h"
 #include "os.h"
 #include "fmt.h"
@@ -25,8 +26,10 @@ static const option_desc_t option_table[SPRY_OPT_COUNT] = {
         "1: allow transparent huge pages for huge blocks (may raise RSS)" },
     [SPRY_OPT_ARENA_MB]       = { "SPRY_ARENA_MB", 64, 4, 1024,
         "size of the first address-space reservation; later ones double up to 1 GiB" },
-    [SPRY_OPT_VERBOSE]        = { "SPRY_VERBOSE", 0, 0, 1,
-        "1: report errors (bad options, refused mappings) on stderr" },
+    [SPRY_OPT_VERBOSE]        = { "SPRY_VERBOSE", 1, 0, 1,
+        "1: report programming errors (double free, invalid pointer) and bad options on stderr; 0: silent" },
+    [SPRY_OPT_ABORT_ON_ERROR] = { "SPRY_ABORT_ON_ERROR", 0, 0, 1,
+        "1: abort() on a double free or invalid pointer instead of ignoring it (for CI)" },
 };
 
 long spry_options[SPRY_OPT_COUNT];
@@ -44,26 +47,29 @@ static bool option_parse(const char *s, long *out) {
 }
 
 void spry_options_init(void) {
+    /* secure_getenv: in setuid/setgid programs the environment belongs to a
+     * less trusted user, so options are ignored there (glibc does the same
+     * for MALLOC_*). It neither allocates nor locks. */
+    const char *bad[SPRY_OPT_COUNT] = { 0 };
     for (int i = 0; i < SPRY_OPT_COUNT; i++) {
         const option_desc_t *d = &option_table[i];
-        long v = d->def;
-        /* getenv neither allocates nor locks. */
-        const char *s = getenv(d->name);
-        if (s) {
-            long parsed;
-            if (option_parse(s, &parsed) && parsed >= d->min && parsed <= d->max) {
-                v = parsed;
-            } else {
-                spry_fmt_t f; spry_fmt_init(&f);
-                spry_fmt_str(&f, "spry: ignoring "); spry_fmt_str(&f, d->name);
-                spry_fmt_str(&f, "="); spry_fmt_str(&f, s);
-                spry_fmt_str(&f, " (want an integer in ");
-                spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");
-                spry_fmt_long(&f, d->max); spry_fmt_str(&f, ")\n");
-                spry_fmt_flush(&f, 2);
-            }
-        }
+        long v = d->def, parsed;
+        const char *s = secure_getenv(d->name);
+        if (s && option_parse(s, &parsed) && parsed >= d->min && parsed <= d->max) v = parsed;
+        else if (s) bad[i] = s;
         spry_options[i] = v;
+    }
+    if (!spry_option(SPRY_OPT_VERBOSE)) return;
+    for (int i = 0; i < SPRY_OPT_COUNT; i++) {
+        if (!bad[i]) continue;
+        const option_desc_t *d = &option_table[i];
+        spry_fmt_t f; spry_fmt_init(&f);
+        spry_fmt_str(&f, "spry: ignoring "); spry_fmt_str(&f, d->name);
+        spry_fmt_str(&f, "="); spry_fmt_str(&f, bad[i]);
+        spry_fmt_str(&f, " (want an integer in ");
+        spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");
+        spry_fmt_long(&f, d->max); spry_fmt_str(&f, ")\n");
+        spry_fmt_flush(&f, 2);
     }
 }
 

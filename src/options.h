@@ -10,6 +10,7 @@ typedef enum spry_option {
     SPRY_OPT_THP,
     SPRY_OPT_ARENA_MB,
     SPRY_OPT_VERBOSE,
+    SPRY_OPT_ABORT_ON_ERROR,
     SPRY_OPT_COUNT
 } spry_option_t;
 

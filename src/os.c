@@ -110,7 +110,35 @@ void spry_os_wake(_Atomic(int) *addr) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-void spry_os_sleep_ms(long ms) {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+bool spry_os_mapped(const void *p, size_t n) {
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
+    unsigned char vec[4];
+    if (hi <= lo || hi - lo > sizeof vec * 4096) return false;
+    return mincore((void *)lo, hi - lo, vec) == 0;
+}
+
+void spry_os_brk_range(uintptr_t *start, uintptr_t *end) {
+    static _Atomic(uintptr_t) brk_start;    /* 1: unknown */
+    uintptr_t s = atomic_load_explicit(&brk_start, memory_order_relaxed);
+    if (s == 0) {
+        /* /proc/self/stat: "pid (comm) state ..." with start_brk the 47th
+         * field; comm may hold spaces, so count from the last ')'. */
+        char buf[1024];
+        s = 1;
+        if (os_read_small("/proc/self/stat", buf, sizeof buf) > 0) {
+            const char *c = buf, *close = NULL;
+            for (; *c; c++) if (*c == ')') close = c;
+            if (close) {
+                int field = 2;
+                for (c = close + 1; *c && field < 47; c++) if (*c == ' ') field++;
+                if (field == 47) {
+                    uintptr_t v = (uintptr_t)os_parse_long(&c);
+                    if (v) s = v;
+                }
+            }
+        }
+        atomic_store_explicit(&brk_start, s, memory_order_relaxed);
+    }
+    *start = s == 1 ? 0 : s;
+    *end = (uintptr_t)sbrk(0);
 }

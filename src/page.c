@@ -5,23 +5,34 @@
  * not resident) ahead of use. */
 #include "page.h"
 #include "sizeclass.h"
+#include "report.h"
+#include <string.h>
 
 #define CARVE_BYTES   4096
 #define CARVE_MIN     1
 
 void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     size_t bs = spry_class_size(c);
+    size_t bytes = (size_t)page->slice_count * SPRY_SLICE_SIZE;
+    uintptr_t key = heap->tid;
     page->kind = SPRY_PAGE_CLASS;
     page->class_idx = (uint8_t)c;
     page->block_size = bs;
-    page->reserved = (uint32_t)(((size_t)page->slice_count * SPRY_SLICE_SIZE) / bs);
+    if (c == 0) {
+        /* the live bitmap goes in front of the blocks */
+        memset(page->start, 0, SPRY_LIVE_MAP_BYTES);
+        page->start += SPRY_LIVE_MAP_BYTES;
+        bytes -= SPRY_LIVE_MAP_BYTES;
+        key |= SPRY_KEY_SLOW;
+    }
+    page->reserved = (uint32_t)(bytes / bs);
     page->capacity = 0;
     page->used = 0;
     page->pinned = 0;
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
     page->heap = heap;
-    spry_key_set(page, heap->tid);
+    spry_key_set(page, key);
     atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
 }
@@ -40,6 +51,31 @@ static void page_carve(spry_page_t *page) {
     page->capacity += n;
 }
 
+uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {
+    if (!list) return 0;
+    bool bitmap = page->class_idx == 0 && page->kind == SPRY_PAGE_CLASS;
+    uint32_t n = 0;
+    spry_block_t *tail = NULL;
+    for (spry_block_t *b = list; b; b = b->next) {
+        /* A block freed twice by other threads at once (the one race the
+         * free marker cannot see), or twice into a class-0 page, may have
+         * linked the list into a cycle: stop at the count no real list
+         * exceeds, or at a block the bitmap says is free already. */
+        if (n == page->used || (bitmap && !spry_page_live_clear(page, b))) {
+            spry_report_error("free", "double free", b);
+            if (tail) tail->next = NULL; else list = NULL;
+            break;
+        }
+        tail = b;
+        n++;
+    }
+    if (!tail) return 0;
+    tail->next = page->local_free;
+    page->local_free = list;
+    page->used -= n;
+    return n;
+}
+
 uint32_t spry_page_collect_remote(spry_page_t *page) {
     uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed);
     if ((head & ~SPRY_XFREE_FLAGS) == 0) return 0;
@@ -47,14 +83,7 @@ uint32_t spry_page_collect_remote(spry_page_t *page) {
      * so their writes of next pointers are visible. */
     while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, head & SPRY_XFREE_FLAGS,
                                                   memory_order_acquire, memory_order_relaxed)) {}
-    spry_block_t *list = (spry_block_t *)(head & ~SPRY_XFREE_FLAGS);
-    uint32_t n = 1;
-    spry_block_t *tail = list;
-    while (tail->next) { tail = tail->next; n++; }
-    tail->next = page->local_free;
-    page->local_free = list;
-    page->used -= n;
-    return n;
+    return spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS));
 }
 
 void spry_page_refill(spry_page_t *page) {

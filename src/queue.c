@@ -12,12 +12,13 @@
 #include "large.h"
 #include "purge.h"
 
+/* Class 0 is never in direct[]: its blocks are handed out on the slow path
+ * (their live bitmap, see page.h). */
 static void direct_update(spry_heap_t *heap, unsigned c) {
     size_t size = spry_class_size(c);
-    if (size > SPRY_SMALL_MAX) return;
+    if (c == 0 || size > SPRY_SMALL_MAX) return;
     spry_page_t *page = heap->queues[c].first ? heap->queues[c].first : &spry_empty_page;
-    size_t lo = c == 0 ? 0 : spry_class_size(c - 1) / 8 + 1;
-    for (size_t w = lo; w <= size / 8; w++) heap->direct[w] = page;
+    for (size_t n = spry_class_size(c - 1) + 1; n <= size; n++) heap->direct[n] = page;
 }
 
 /* The head of a page queue is pinned (every class page: up to 128 KiB blocks
@@ -86,7 +87,7 @@ void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
     if (page->kind == SPRY_PAGE_LARGE && spry_large_hot_push(heap, page)) return;
     if (page->kind == SPRY_PAGE_CLASS) {
-        if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, heap->tid);
+        if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
         else queue_remove(heap, page);
     }
     spry_span_free(heap, page);
@@ -102,7 +103,7 @@ void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) 
     b->next = page->free;
     page->free = b;
     if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL)) {
-        spry_key_set(page, heap->tid);
+        spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
         xfree_set_notify(page, false);
         spry_queue_push_front(heap, page);
     }
@@ -123,7 +124,7 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
         if (!xfree_set_notify(page, true)) continue;
         spry_page_t *next = page->next;
         queue_remove(heap, page);
-        spry_key_set(page, heap->tid | SPRY_KEY_FULL);
+        spry_key_set(page, spry_key_get(page) | SPRY_KEY_FULL);
         page = next;
     }
     page = spry_span_alloc(heap, spry_class_slices(c));

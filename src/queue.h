@@ -5,11 +5,15 @@
 #define SPRY_QUEUE_H
 
 #include "types.h"
+#include "page.h"
 
+/* Hands out the first free block of a class page (page->free not NULL). */
 static inline void *spry_page_pop(spry_page_t *page) {
     spry_block_t *b = page->free;
     page->free = b->next;
     page->used++;
+    if (spry_unlikely(page->class_idx == 0)) spry_page_live_set(page, b);
+    else spry_block_mark_live(b);
     return b;
 }
 

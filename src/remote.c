@@ -6,6 +6,8 @@
 #include "remote.h"
 #include "queue.h"
 #include "purge.h"
+#include "page.h"
+#include "report.h"
 
 void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
     spry_page_remote_free_list(page, b, b);
@@ -14,12 +16,17 @@ void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
 void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last) {
     uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
     do {
+        /* the same block freed twice in a row would link to itself */
+        if (spry_unlikely(first == (spry_block_t *)(old & ~SPRY_XFREE_FLAGS))) {
+            spry_report_error("free", "double free", first);
+            return;
+        }
         last->next = (spry_block_t *)(old & ~SPRY_XFREE_FLAGS);
         nw = (uintptr_t)first | (old & SPRY_XFREE_FLAGS);
         if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
     } while (!spry_cas_weak_release(&page->xfree, &old, nw));
     /* Into a dormant heap (key 0): nobody collects it but a purge pass. */
-    if (!(old & ~SPRY_XFREE_FLAGS) && (spry_key_get(page) & ~SPRY_KEY_FULL) == 0)
+    if (!(old & ~SPRY_XFREE_FLAGS) && (spry_key_get(page) & ~SPRY_KEY_FLAGS) == 0)
         spry_purge_notify();
     /* Only the free that set QUEUED links the page into the inbox. */
     if (!(nw & SPRY_XFREE_QUEUED) || (old & SPRY_XFREE_QUEUED)) return;
@@ -47,6 +54,7 @@ void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
         b->next = NULL;
         heap->outbox_pending++;
     } else {
+        if (spry_unlikely(b == o->head)) { spry_report_error("free", "double free", b); return; }
         b->next = o->head;
     }
     o->head = b;
@@ -73,16 +81,9 @@ void spry_inbox_drain(spry_heap_t *heap) {
             nw = (full && !(head & ~SPRY_XFREE_FLAGS)) ? SPRY_XFREE_NOTIFY : 0;
         } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
                                                         memory_order_acquire, memory_order_relaxed));
-        spry_block_t *list = (spry_block_t *)(head & ~SPRY_XFREE_FLAGS);
-        if (list) {
-            uint32_t n = 1;
-            spry_block_t *t = list;
-            while (t->next) { t = t->next; n++; }
-            t->next = page->local_free;
-            page->local_free = list;
-            page->used -= n;
+        if (spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS))) {
             if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
-                spry_key_set(page, heap->tid);
+                spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
                 spry_queue_push_front(heap, page);
             }
         }

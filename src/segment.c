@@ -132,6 +132,8 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
         heap_count(&heap->span_dirty, 0, bytes);
         spry_unlock(&heap->lock);
         cached->next = NULL;
+        cached->start = (uint8_t *)spry_segment_of(cached) +
+                        (size_t)(cached - spry_segment_of(cached)->pages) * SPRY_SLICE_SIZE;
         cached->is_zero = 0;
         cached->heap = heap;
         return cached;

@@ -21,7 +21,8 @@
     X(arenas,          "kernel mappings made for the heap") \
     X(heaps,           "thread heaps created") \
     X(heaps_abandoned, "heaps of exited threads waiting for reuse") \
-    X(foreign_frees,   "pointers of another allocator passed to free")
+    X(foreign_frees,   "pointers of another allocator passed to free") \
+    X(errors,          "double frees and invalid pointers reported and ignored")
 
 typedef struct spry_stat_counters {
 #define X(name, doc) _Atomic(size_t) name;

@@ -45,7 +45,8 @@
  * size still rounded to the class up to CLASS_MAX: 8 steps per doubling);
  * beyond, a huge segment. */
 #define SPRY_SMALL_MAX       1024
-#define SPRY_DIRECT_SLOTS    (SPRY_SMALL_MAX / 8 + 1)
+#define SPRY_DIRECT_SLOTS    (SPRY_SMALL_MAX + 1)   /* one per byte size: no
+                                                      shift on the fast path */
 #define SPRY_PAGED_MAX       ((size_t)128 * 1024)
 #define SPRY_CLASS_MAX       ((size_t)512 * 1024)
 #define SPRY_CLASS_COUNT     105
@@ -68,13 +69,28 @@ typedef struct spry_block { struct spry_block *next; } spry_block_t;
 struct spry_heap;
 
 /* page->key: the owning thread's thread pointer (%fs:0, one load), or'ed
- * with FULL while the page sits outside its queue; 0 while the heap is
- * dormant. The free fast path compares it with the calling thread's pointer:
- * any difference (another thread, a full page, a huge or free page, whose key
- * is 0) sends the free to the slow path. Thread pointers are reused after a
- * thread exits, so a heap's keys are rewritten when its thread exits and when
- * a new thread takes it over (spry_heap_rekey). */
-#define SPRY_KEY_FULL ((uintptr_t)1)
+ * with FULL while the page sits outside its queue and with SLOW for pages of
+ * 8-byte blocks (class 0, see below); 0 while the heap is dormant. The free
+ * fast path compares it with the calling thread's pointer: any difference
+ * (another thread, a full page, a huge or free page, whose key is 0) sends
+ * the free to the slow path. Thread pointers are reused after a thread exits,
+ * so a heap's keys are rewritten when its thread exits and when a new thread
+ * takes it over (heap_rekey). Thread pointers are 64-byte aligned, so the
+ * flags never collide with them. */
+#define SPRY_KEY_FULL  ((uintptr_t)1)
+#define SPRY_KEY_SLOW  ((uintptr_t)2)
+#define SPRY_KEY_FLAGS (SPRY_KEY_FULL | SPRY_KEY_SLOW)
+
+/* Double frees. A block of 16 bytes or more that is free holds its page's
+ * descriptor address in its second word (the free marker): every free writes
+ * it, every hand-out clears it, and a program never sees that address, so a
+ * free that finds it is a double free (one compare on the fast path, like
+ * glibc's tcache key). An 8-byte block has no second word: class-0 pages keep
+ * a bitmap of their live blocks in front of the blocks instead, and their
+ * keys carry SLOW so that both their malloc and free take the slow path. */
+static inline void *spry_block_marker(const void *b) { return ((void *const *)b)[1]; }
+static inline void spry_block_mark_free(void *b, const void *page) { ((const void **)b)[1] = page; }
+static inline void spry_block_mark_live(void *b) { ((void **)b)[1] = NULL; }
 
 /* Flags in the low bits of page->xfree, changed only together with the list
  * by CAS, so the owner and the freeing threads always agree on them:
@@ -128,8 +144,6 @@ typedef struct spry_segment {
     size_t   size;                      /* bytes of the run (4 MiB multiple) */
     uint32_t kind;
     uint32_t arena_dedicated;           /* huge: its own kernel mapping      */
-    void    *map_base;                  /* dedicated: what to munmap         */
-    size_t   map_size;
     /* normal segments, heap lock: */
     uint64_t free_mask;                 /* slices not in any page            */
     uint64_t dirty_mask;                /* slices that may be resident       */
@@ -142,7 +156,7 @@ typedef struct spry_page_queue {
     spry_page_t *first, *last;
 } spry_page_queue_t;
 
-/* A freeing thread's batch of remote frees for one page (see outbox.c). */
+/* A freeing thread's batch of remote frees for one page (see remote.c). */
 #define SPRY_OUTBOX_SLOTS 4
 typedef struct spry_outbox {
     struct spry_page *page;
@@ -154,7 +168,6 @@ typedef struct spry_heap {
     /* owner thread only: the fast path reads direct[] */
     spry_page_t *direct[SPRY_DIRECT_SLOTS];
     spry_page_queue_t queues[SPRY_CLASS_COUNT];
-    size_t retained;                    /* empty pages kept as queue heads   */
     /* remote threads push pages with new xfree blocks (lock-free stack) */
     spry_page_t *_Atomic inbox;
     /* span level: segments, their masks; owner slow path + purge thread */
@@ -173,12 +186,12 @@ typedef struct spry_heap {
     spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
     size_t span_cached;
     uint32_t purge_tick;
-    /* Owner only, no lock: large blocks the owner freed last, kept whole
-     * for the next malloc of the same span size (heap.c, hot_push). */
     /* Owner only: this thread's frees of other threads' small blocks,
-     * batched per page so one CAS hands over many (outbox.c). */
+     * batched per page so one CAS hands over many (remote.c). */
     spry_outbox_t outbox[SPRY_OUTBOX_SLOTS];
     uint32_t outbox_pending;            /* slots holding blocks */
+    /* Owner only, no lock: large blocks the owner freed last, kept whole
+     * for the next malloc of the same span size (large.c). */
     spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;

@@ -1,0 +1,224 @@
+/* A wrong program, part 1 (issue 7, cases 1-4): double frees and wild
+ * pointers. Each is reported on stderr and ignored: no crash, no hang, no
+ * block handed out twice, and the heap keeps working. With
+ * SPRY_ABORT_ON_ERROR=1 the process aborts instead; with SPRY_VERBOSE=0 the
+ * report is silent but the error is still ignored and counted.
+ *
+ * A watchdog alarm turns a hang (the self-linked lists of the old remote
+ * path) into a failure instead of a stuck test. */
+#include "check.h"
+#include <spry.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs fn(arg) with stderr sent to a temporary file; returns how many times
+ * `what` appears in what it wrote. */
+static int count_reports(void (*fn)(void *), void *arg, const char *what) {
+    char path[] = "/tmp/spry-double-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    int saved = dup(2);
+    CHECK(dup2(fd, 2) == 2);
+    fn(arg);
+    CHECK(dup2(saved, 2) == 2);
+    close(saved);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    CHECK(n >= 0);
+    buf[n] = 0;
+    int count = 0;
+    for (char *s = buf; (s = strstr(s, what)) != NULL; s++) count++;
+    return count;
+}
+
+static size_t errors_now(void) {
+    spry_stats_t s;
+    spry_stats_get(&s);
+    return s.errors;
+}
+
+/* ---- same thread, small blocks: back to back and with other frees between */
+
+static size_t g_size;
+
+static void double_free_same_thread(void *arg) {
+    (void)arg;
+    char *p = spry_malloc(g_size), *q = spry_malloc(g_size);
+    CHECK(p && q);
+    spry_free(p);
+    spry_free(p);                /* back to back */
+    spry_free(q);
+    spry_free(p);                /* with another free between */
+}
+
+static void check_same_thread(size_t size) {
+    g_size = size;
+    size_t before = errors_now();
+    CHECKF(count_reports(double_free_same_thread, NULL, "double free") == 2,
+           "size %zu: double frees not reported", size);
+    CHECK_EQ(errors_now(), before + 2);
+    /* the class's free list holds each block once: no block comes back twice */
+    enum { N = 64 };
+    char *got[N];
+    for (int i = 0; i < N; i++) {
+        got[i] = spry_malloc(size);
+        CHECK(got[i] != NULL);
+        memset(got[i], i, size);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++) CHECKF(got[i] != got[j], "size %zu: block handed out twice", size);
+    for (int i = 0; i < N; i++) {
+        for (size_t k = 0; k < size; k++) CHECK(got[i][k] == (char)i);
+        spry_free(got[i]);
+    }
+}
+
+/* ---- a thread that never allocated frees another thread's block twice ---- */
+
+static void *free_twice(void *p) {
+    spry_free(p);
+    spry_free(p);
+    return NULL;
+}
+
+static void remote_double_free(void *arg) {
+    size_t size = *(size_t *)arg;
+    void *p = spry_malloc(size);
+    CHECK(p != NULL);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_twice, p) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    spry_trim();                 /* collects the remote frees: used to spin forever */
+}
+
+/* ---- huge blocks: the chunk map forgets them at the first free ------------ */
+
+static void huge_double_free(void *arg) {
+    size_t size = *(size_t *)arg;
+    char *p = spry_malloc(size);
+    CHECK(p != NULL);
+    p[0] = 1;
+    spry_free(p);
+    spry_free(p);
+    errno = 0;
+    CHECK(spry_realloc(p, 100) == NULL);    /* realloc of a freed block */
+    CHECK_EQ(errno, EINVAL);
+}
+
+/* ---- wild pointers ------------------------------------------------------- */
+
+static char g_static[64];
+
+static void wild_frees(void *arg) {
+    (void)arg;
+    char on_stack[64];
+    spry_free((void *)1);
+    spry_free((void *)0x10);
+    spry_free((void *)(uintptr_t)0xdeadbeef000);
+    spry_free(on_stack + 16);
+    spry_free(g_static + 16);
+    spry_free((void *)(uintptr_t)0xffff800000000000ull);   /* kernel half */
+    errno = 0;
+    CHECK(spry_realloc((void *)1, 10) == NULL);
+    CHECK_EQ(errno, EINVAL);
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+/* Re-runs this program as "child" with one more environment variable (spry
+ * reads its options once per process) and stderr in a temporary file;
+ * returns the wait status and how many bytes the child wrote to stderr. */
+static int in_child(const char *env, ssize_t *err_bytes) {
+    char path[] = "/tmp/spry-double-child-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        putenv((char *)env);
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) _exit(98);
+        self[n] = 0;
+        execl(self, self, "child", (char *)NULL);
+        _exit(99);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    *err_bytes = lseek(fd, 0, SEEK_END);
+    close(fd);
+    return st;
+}
+
+static void child_double_free(void) {
+    void *p = spry_malloc(40);
+    spry_free(p);
+    spry_free(p);
+    _exit(0);
+}
+
+static void alarm_fired(int sig) {
+    (void)sig;
+    static const char msg[] = "double_free: watchdog fired (a hang)\n";
+    write(2, msg, sizeof msg - 1);
+    _exit(3);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "child") == 0) child_double_free();
+    signal(SIGALRM, alarm_fired);
+    alarm(120);
+
+    static const size_t small[] = {8, 1, 16, 24, 48, 100, 1000, 4000, 40000};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) check_same_thread(small[i]);
+
+    static const size_t remote_sizes[] = {8, 48, 3000, 200000};
+    for (size_t i = 0; i < sizeof remote_sizes / sizeof remote_sizes[0]; i++) {
+        size_t before = errors_now();
+        int n = count_reports(remote_double_free, (void *)&remote_sizes[i], "double free");
+        CHECKF(n == 1, "remote double free of %zu bytes: %d reports", remote_sizes[i], n);
+        CHECK_EQ(errors_now(), before + 1);
+    }
+
+    static const size_t huge_sizes[] = {8u << 20, (size_t)600 << 20};
+    for (size_t i = 0; i < sizeof huge_sizes / sizeof huge_sizes[0]; i++) {
+        int n = count_reports(huge_double_free, (void *)&huge_sizes[i], "spry:");
+        CHECKF(n == 2, "huge double free of %zu bytes: %d reports", huge_sizes[i], n);
+    }
+
+    int n = count_reports(wild_frees, NULL, "invalid pointer");
+    CHECKF(n == 7, "wild pointers: %d reports, want 7", n);
+
+    /* the heap still works everywhere */
+    for (int i = 0; i < 200000; i++) {
+        char *p = spry_malloc((size_t)(i % 5000) + 1);
+        CHECK(p != NULL);
+        p[0] = 7;
+        spry_free(p);
+    }
+    spry_trim();
+
+    ssize_t said;
+    int st = in_child("SPRY_ABORT_ON_ERROR=1", &said);
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "SPRY_ABORT_ON_ERROR=1 did not abort (status %d)", st);
+    CHECK_GT(said, 0);
+    st = in_child("SPRY_VERBOSE=0", &said);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SPRY_VERBOSE=0 child failed (status %d)", st);
+    CHECKF(said == 0, "SPRY_VERBOSE=0 still reported (%zd bytes)", said);
+    st = in_child("SPRY_VERBOSE=1", &said);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0 && said > 0, "SPRY_VERBOSE=1 child: status %d, %zd bytes", st, said);
+
+    printf("double_free: every double free and wild pointer reported and survived\n");
+    return 0;
+}
