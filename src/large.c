@@ -67,7 +67,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n) {
     spry_page_t *page = hot_pop(heap, slices);
     if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1);
     if (page) return large_reuse(heap, page, usable);
-    page = spry_span_alloc(heap, slices);
+    page = spry_span_alloc(heap, slices, 1);
     if (!page) return NULL;
     page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
