@@ -31,18 +31,11 @@ static spry_heap_t *heaps_all;       /* every heap ever made (never freed) */
 static spry_heap_t *heaps_dormant;   /* heaps of exited threads            */
 static pthread_key_t heap_key;
 
-void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
-    /* Sizes above the direct table: the same pop, after a class lookup. (The
-     * empty heap's queues are empty, so a new thread falls through.) */
-    if (spry_likely(n <= SPRY_PAGED_MAX)) {
-        spry_page_t *page = heap->queues[spry_class_of(n)].first;
-        if (spry_likely(page && page->free)) return spry_page_pop(page);
-    } else if (n <= SPRY_LARGE_MAX) {
-        /* the same span size freed last, from the hot cache (the empty
-         * heap's is empty) */
-        void *p = spry_large_alloc_hot(heap, n);
-        if (spry_likely(p != NULL)) return p;
-    }
+/* The slow path proper: a heap for a new thread, the chores (remote frees
+ * out and in, a trim the purge thread asked for, an inline purge), then a
+ * block: a span aligned to `align` when that is above 64 KiB (see
+ * spry_heap_malloc_aligned), else what n calls for. */
+static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(heap == &spry_empty_heap)) {
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
@@ -56,11 +49,27 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         spry_heap_collect(heap, true);
     spry_purge_poll();
     void *p;
-    if (n <= SPRY_PAGED_MAX) p = spry_class_alloc(heap, spry_class_of(n));
-    else if (n <= SPRY_LARGE_MAX) p = spry_large_alloc(heap, n);
+    if (align > SPRY_SLICE_SIZE) p = spry_large_alloc(heap, n, align);
+    else if (n <= SPRY_PAGED_MAX) p = spry_class_alloc(heap, spry_class_of(n));
+    else if (n <= SPRY_LARGE_MAX) p = spry_large_alloc(heap, n, 1);
     else p = spry_huge_alloc(n, 0, false);
     if (!p) errno = ENOMEM;
     return p;
+}
+
+void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
+    /* Sizes above the direct table: the same pop, after a class lookup. (The
+     * empty heap's queues are empty, so a new thread falls through.) */
+    if (spry_likely(n <= SPRY_PAGED_MAX)) {
+        spry_page_t *page = heap->queues[spry_class_of(n)].first;
+        if (spry_likely(page && page->free)) return spry_page_pop(page);
+    } else if (n <= SPRY_LARGE_MAX) {
+        /* the same span size freed last, from the hot cache (the empty
+         * heap's is empty) */
+        void *p = spry_large_alloc_hot(heap, n);
+        if (spry_likely(p != NULL)) return p;
+    }
+    return heap_malloc_slow(heap, n, 1);
 }
 
 /* Alignment by choice of size, never by offset inside a block, so that every
@@ -68,7 +77,12 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
  *  - a class page starts on a 64 KiB boundary and its blocks sit at multiples
  *    of the block size, so a class whose size is a multiple of `align` gives
  *    aligned blocks (power-of-two classes exist at every doubling);
- *  - large spans are 64 KiB aligned; huge blocks place themselves. */
+ *  - large spans start on 64 KiB slices of 4 MiB-aligned segments, so a
+ *    span whose first slice index is a multiple of align / 64 KiB is
+ *    aligned; up to 2 MiB of alignment and of size such a span always fits
+ *    a segment (first slice at most 32, at most 32 slices long), under the
+ *    heap's own lock, sharing segments with the thread's other blocks;
+ *  - beyond, huge blocks place themselves. */
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
     if (n > SPRY_ALLOC_MAX) { errno = ENOMEM; return NULL; }
     if (align <= SPRY_SLICE_SIZE) {
@@ -79,6 +93,8 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
             return spry_heap_malloc(spry_class_size(c), heap);
         }
         if (want <= SPRY_LARGE_MAX) return spry_heap_malloc(want, heap);
+    } else if (align <= SPRY_LARGE_MAX && n <= SPRY_LARGE_MAX) {
+        return heap_malloc_slow(heap, n, align);
     }
     if (heap == &spry_empty_heap && !spry_heap_acquire()) { errno = ENOMEM; return NULL; }
     void *p = spry_huge_alloc(n, align, false);

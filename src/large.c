@@ -27,10 +27,14 @@ bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
     return true;
 }
 
-static spry_page_t *hot_pop(spry_heap_t *heap, unsigned s) {
-    spry_page_t *page = heap->hot[s];
+/* The hot span of s slices freed last whose block is aligned to `align`
+ * (1: any); an aligned request passes over the others. */
+static spry_page_t *hot_pop(spry_heap_t *heap, unsigned s, size_t align) {
+    spry_page_t **link = &heap->hot[s];
+    while (*link && ((uintptr_t)(*link)->start & (align - 1))) link = &(*link)->next;
+    spry_page_t *page = *link;
     if (page) {
-        heap->hot[s] = page->next;
+        *link = page->next;
         heap->hot_count[s]--;
         heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
         page->next = NULL;
@@ -42,13 +46,13 @@ static spry_page_t *hot_pop(spry_heap_t *heap, unsigned s) {
 void spry_large_hot_flush(spry_heap_t *heap) {
     for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS; s++) {
         spry_page_t *page;
-        while ((page = hot_pop(heap, s)) != NULL) spry_span_free(heap, page);
+        while ((page = hot_pop(heap, s, 1)) != NULL) spry_span_free(heap, page);
     }
 }
-/* Blocks above 128 KiB: a span each, usable size rounded to the size class
- * (the span's tail beyond it is never touched, so never resident). Spans are
- * taken hot-first (spry_span_alloc), so a churn of such blocks keeps reusing
- * the same resident memory. */
+/* Blocks above 128 KiB, and blocks aligned above 64 KiB: a span each,
+ * usable size rounded to the size class (the span's tail beyond it is never
+ * touched, so never resident). Spans are taken hot-first (spry_span_alloc),
+ * so a churn of such blocks keeps reusing the same resident memory. */
 /* The block of a large page taken from the hot cache: the page was a large
  * page before, so only what differs is set. */
 static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
@@ -61,14 +65,16 @@ static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usa
     return page->start;
 }
 
-void *spry_large_alloc(spry_heap_t *heap, size_t n) {
+void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     size_t usable = spry_good_size_of(n);
     unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
     /* a hot span one slice longer does too: its tail stays untouched */
-    spry_page_t *page = hot_pop(heap, slices);
-    if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1);
+    spry_page_t *page = hot_pop(heap, slices, align);
+    if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1, align);
     if (page) return large_reuse(heap, page, usable);
-    page = spry_span_alloc(heap, slices);
+    /* spans start on 64 KiB slices: a larger alignment is a slice multiple */
+    unsigned step = align > SPRY_SLICE_SIZE ? (unsigned)(align >> SPRY_SLICE_SHIFT) : 1;
+    page = spry_span_alloc(heap, slices, step);
     if (!page) return NULL;
     page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
@@ -86,7 +92,8 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n) {
 
 void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
     size_t usable = spry_good_size_of(n);
-    spry_page_t *page = hot_pop(heap, (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT));
+    unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
+    spry_page_t *page = hot_pop(heap, slices, 1);
     return page ? large_reuse(heap, page, usable) : NULL;
 }
 

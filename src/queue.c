@@ -127,7 +127,7 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
         spry_key_set(page, spry_key_get(page) | SPRY_KEY_FULL);
         page = next;
     }
-    page = spry_span_alloc(heap, spry_class_slices(c));
+    page = spry_span_alloc(heap, spry_class_slices(c), 1);
     if (!page) return NULL;
     spry_page_init_class(heap, page, c);
     spry_page_refill(page);

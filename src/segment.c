@@ -17,8 +17,9 @@
 #define SLICE_BITS(first, n) \
     ((n) >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << (n)) - 1) << (first))
 
-/* Lowest index of a run of n set bits in m, or -1. */
-static int mask_find_run(uint64_t m, unsigned n) {
+/* Lowest index of a run of n set bits in m that is a multiple of step (a
+ * power of two, at most 32), or -1. */
+static int mask_find_run(uint64_t m, unsigned n, unsigned step) {
     uint64_t r = m;
     unsigned have = 1;
     while (have < n && r) {
@@ -26,7 +27,13 @@ static int mask_find_run(uint64_t m, unsigned n) {
         r &= r >> s;
         have += s;
     }
+    r &= ~(uint64_t)0 / (((uint64_t)1 << step) - 1);    /* bits 0, step, 2 step.. */
     return r ? __builtin_ctzll(r) : -1;
+}
+
+/* The index of a page's first slice in its segment. */
+static inline unsigned page_slice(const spry_page_t *page) {
+    return (unsigned)(page - spry_segment_of(page)->pages);
 }
 
 static inline void chunk_map_set(const void *p, uint8_t v) {
@@ -113,19 +120,22 @@ static void cache_flush(spry_heap_t *heap, bool all) {
             if (!all && page->cache_tick >= heap->purge_tick) { link = &page->next; continue; }
             *link = page->next;
             spry_segment_t *seg = spry_segment_of(page);
-            unsigned first = (unsigned)(page - seg->pages);
+            unsigned first = page_slice(page);
             seg->free_mask |= SLICE_BITS(first, s);
             heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
         }
     }
 }
 
-spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
+spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) {
     spry_lock(&heap->lock);
-    spry_page_t *cached = heap->span_cache[slices];
+    /* A cached span serves an aligned request only if it starts aligned. */
+    spry_page_t **link = &heap->span_cache[slices];
+    while (*link && page_slice(*link) % step) link = &(*link)->next;
+    spry_page_t *cached = *link;
     if (cached) {
         size_t bytes = (size_t)slices * SPRY_SLICE_SIZE;
-        heap->span_cache[slices] = cached->next;
+        *link = cached->next;
         heap->span_cached -= bytes;
         heap_count(&heap->span_in_use, bytes, 0);
         heap_peak(heap);
@@ -143,20 +153,20 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
     /* Hot first: a run of slices still resident from their last use costs no
      * page faults and adds nothing to RSS; then any free run. */
     for (seg = heap->segments; seg; seg = seg->next)
-        if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices)) >= 0) break;
+        if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
     if (!seg && heap->span_cached) {
         /* Cached spans of other sizes: resident memory beats fresh memory. */
         cache_flush(heap, true);
         for (seg = heap->segments; seg; seg = seg->next)
-            if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices)) >= 0) break;
+            if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
     }
     if (!seg)
         for (seg = heap->segments; seg; seg = seg->next)
-            if ((at = mask_find_run(seg->free_mask, slices)) >= 0) break;
+            if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
     if (!seg) {
         seg = segment_create(heap);
         if (!seg) { spry_unlock(&heap->lock); errno = ENOMEM; return NULL; }
-        at = mask_find_run(seg->free_mask, slices);
+        at = mask_find_run(seg->free_mask, slices, step);
     } else if (seg != heap->segments) {
         /* keep segments with room near the front */
         segment_unlink(heap, seg);
@@ -184,7 +194,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices) {
 
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     spry_segment_t *seg = spry_segment_of(page);
-    unsigned first = (unsigned)(page - seg->pages);
+    unsigned first = page_slice(page);
     unsigned have = page->slice_count;
     unsigned need = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
     if (need == have) { page->block_size = usable; return true; }
@@ -289,7 +299,7 @@ static void heap_trim_locked(spry_heap_t *heap, size_t budget);
 
 void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     spry_segment_t *seg = spry_segment_of(page);
-    unsigned first = (unsigned)(page - seg->pages);
+    unsigned first = page_slice(page);
     uint64_t bits = SLICE_BITS(first, page->slice_count);
     size_t bytes = (size_t)page->slice_count * SPRY_SLICE_SIZE;
     page->kind = SPRY_PAGE_FREE;

@@ -6,9 +6,13 @@
 #include "types.h"
 
 /* A page descriptor for `slices` contiguous free slices of one of the heap's
- * segments (a new segment when none has room), with slice_count, start and
- * is_zero (memory fresh from the kernel) set. NULL when out of memory. */
-spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices);
+ * segments (a new segment when none has room), starting at a slice index
+ * that is a multiple of `step` (a power of two up to 32; 1 for any), with
+ * slice_count, start and is_zero (memory fresh from the kernel) set. Since
+ * segments are 4 MiB aligned, the span is then aligned to step * 64 KiB;
+ * slices + step <= SPRY_SLICES always fits a segment. NULL when out of
+ * memory. */
+spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step);
 /* Gives the page's slices back to its segment; memory purged later. */
 void spry_span_free(spry_heap_t *heap, spry_page_t *page);
 /* `bytes` when there are no more live heaps than CPUs the process may use,
