@@ -142,8 +142,8 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
         heap_count(&heap->span_dirty, 0, bytes);
         spry_unlock(&heap->lock);
         cached->next = NULL;
-        cached->start = (uint8_t *)spry_segment_of(cached) +
-                        (size_t)(cached - spry_segment_of(cached)->pages) * SPRY_SLICE_SIZE;
+        /* a class-0 page moved its start past its live bitmap */
+        cached->start = (uint8_t *)spry_segment_of(cached) + (size_t)page_slice(cached) * SPRY_SLICE_SIZE;
         cached->is_zero = 0;
         cached->heap = heap;
         return cached;
