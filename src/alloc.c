@@ -160,7 +160,7 @@ SPRY_API int spry_posix_memalign(void **out, size_t align, size_t n) {
 SPRY_API void spry_trim(void) {
     spry_init();
     spry_heap_t *heap = spry_tls_heap;
-    if (heap != &spry_empty_heap) spry_heap_collect(heap, true);
+    if (heap != &spry_empty_heap) spry_heap_collect(heap);
     spry_purge_all();
     spry_purge_start_point();
 }

@@ -30,6 +30,12 @@ static spry_lock_t heaps_lock = SPRY_LOCK_INIT;
 static spry_heap_t *heaps_all;       /* every heap ever made (never freed) */
 static spry_heap_t *heaps_dormant;   /* heaps of exited threads            */
 static pthread_key_t heap_key;
+/* Set when glibc ran this thread's heap destructor (heap_thread_exit):
+ * a malloc after that, from a later destructor, must not leave a heap keyed
+ * to a dying thread (see heap_malloc_late). */
+static __thread int tls_exited __attribute__((tls_model("initial-exec")));
+
+static void *heap_malloc_late(size_t n, size_t align);
 
 /* The slow path proper: a heap for a new thread, the chores (remote frees
  * out and in, a trim the purge thread asked for, an inline purge), then a
@@ -37,6 +43,7 @@ static pthread_key_t heap_key;
  * spry_heap_malloc_aligned), else what n calls for. */
 static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(heap == &spry_empty_heap)) {
+        if (spry_unlikely(tls_exited)) return heap_malloc_late(n, align);
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
     }
@@ -46,7 +53,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     spry_large_refresh_limit(heap);
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) spry_inbox_drain(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
-        spry_heap_collect(heap, true);
+        spry_heap_collect(heap);
     spry_purge_poll();
     void *p;
     if (align > SPRY_SLICE_SIZE) p = spry_large_alloc(heap, n, align);
@@ -96,7 +103,7 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
     } else if (align <= SPRY_LARGE_MAX && n <= SPRY_LARGE_MAX) {
         return heap_malloc_slow(heap, n, align);
     }
-    if (heap == &spry_empty_heap && !spry_heap_acquire()) { errno = ENOMEM; return NULL; }
+    spry_init();                       /* huge blocks need no heap */
     void *p = spry_huge_alloc(n, align, false);
     if (!p) errno = ENOMEM;
     return p;
@@ -120,12 +127,12 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
     spry_unlock(&heap->lock);
 }
 
-static void heap_thread_exit(void *arg) {
-    spry_heap_t *heap = arg;
-    /* Frees made after this point (later destructors) go the remote way. */
-    spry_tls_heap = &spry_empty_heap;
+/* A heap whose thread is gone goes dormant: keys zeroed (its blocks' frees
+ * take the remote path), what it holds collected, then on the dormant list
+ * for the next new thread; purge passes collect what is freed into it. */
+static void heap_make_dormant(spry_heap_t *heap) {
     heap_rekey(heap, 0);
-    spry_heap_collect(heap, true);
+    spry_heap_collect(heap);
     spry_lock(&heaps_lock);
     heap->is_dormant = 1;
     heap->dormant_next = heaps_dormant;
@@ -133,6 +140,13 @@ static void heap_thread_exit(void *arg) {
     spry_stat_add(&spry_stat.heaps_abandoned, 1);
     spry_unlock(&heaps_lock);
     spry_purge_notify();
+}
+
+static void heap_thread_exit(void *arg) {
+    /* Frees made after this point (later destructors) go the remote way. */
+    spry_tls_heap = &spry_empty_heap;
+    tls_exited = 1;
+    heap_make_dormant(arg);
     spry_purge_start_point();
 }
 
@@ -140,7 +154,8 @@ void spry_heaps_init(void) {
     pthread_key_create(&heap_key, heap_thread_exit);
 }
 
-spry_heap_t *spry_heap_acquire(void) {
+/* A dormant heap, or a new one, keyed to the calling thread. */
+static spry_heap_t *heap_take(void) {
     spry_init();
     spry_heap_t *heap;
     spry_lock(&heaps_lock);
@@ -164,16 +179,40 @@ spry_heap_t *spry_heap_acquire(void) {
         spry_stat_add(&spry_stat.heaps, 1);
     }
     heap_rekey(heap, spry_thread_key());
+    return heap;
+}
+
+spry_heap_t *spry_heap_acquire(void) {
+    spry_heap_t *heap = heap_take();
+    if (!heap) return NULL;
     spry_tls_heap = heap;
     pthread_setspecific(heap_key, heap);
     return heap;
 }
 
-void spry_heap_collect(spry_heap_t *heap, bool release_retained) {
+/* malloc from a destructor that glibc runs after spry's own for this thread
+ * (thread_local or pthread key destructors; glibc runs key destructors in at
+ * most four rounds, so re-registering ours could miss the last one). Each
+ * such call borrows a heap and makes it dormant again at once: no heap stays
+ * keyed to a thread that is going away (its thread pointer will be reused),
+ * and the live-heap count that budgets depend on stays right. Rare: a few
+ * calls per exiting thread at most. */
+static void *heap_malloc_late(size_t n, size_t align) {
+    spry_heap_t *heap = heap_take();
+    if (!heap) { errno = ENOMEM; return NULL; }
+    spry_tls_heap = heap;
+    void *p = heap_malloc_slow(heap, n, align);
+    int saved = errno;
+    spry_tls_heap = &spry_empty_heap;
+    heap_make_dormant(heap);
+    errno = saved;
+    return p;
+}
+
+void spry_heap_collect(spry_heap_t *heap) {
     atomic_store_explicit(&heap->trim_request, 0, memory_order_relaxed);
     spry_outbox_flush(heap);
     spry_inbox_drain(heap);
-    if (!release_retained) return;
     spry_queues_release_empty(heap);
     if (heap->hot_bytes) {
         spry_large_hot_flush(heap);
@@ -191,7 +230,7 @@ bool spry_heaps_purge(bool force) {
     spry_unlock(&heaps_lock);
     spry_heap_t *last = NULL;
     for (spry_heap_t *h = dormant; h; h = h->dormant_next) {
-        spry_heap_collect(h, true);
+        spry_heap_collect(h);
         last = h;
     }
     if (last) {
@@ -232,17 +271,28 @@ void spry_heaps_fork_parent(void) {
     spry_unlock(&heaps_lock);
 }
 
-/* In the child only the forking thread lives on. The other live heaps may
- * have been in the middle of an owner-only operation (a queue half linked)
- * when fork came, so they are never adopted: they are orphaned, their keys
- * zeroed so that frees of their blocks take the remote path, and what they
- * hold stays with them (as mimalloc does). Dormant heaps were consistent and
- * remain reusable; no purge pass was running (fork_prepare waited). */
+/* In the child only the forking thread lives on. Every heap's inbox is
+ * remade (a remote free cut in two may have marked a page QUEUED without
+ * linking it). The heaps of the other live threads are adopted: their
+ * batched remote frees are sent, their queues remade (their owners may have
+ * been mid-operation; span-level state was consistent, fork_prepare held
+ * their locks), and they go dormant, to be reused by the child's next thread
+ * and purged like any other. Dormant heaps stay dormant; no purge pass was
+ * running (fork_prepare waited for it). */
 void spry_heaps_fork_child(void) {
     spry_lock_init(&heaps_lock);
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
-        if (h != spry_tls_heap && !h->is_dormant) heap_rekey(h, 0);
+        spry_inbox_rebuild(h);
+    }
+    for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
+        if (h == spry_tls_heap || h->is_dormant) continue;
+        spry_outbox_flush(h);
+        spry_queues_rebuild(h);
+        spry_large_hot_flush(h);     /* the counts may be off by a cut push */
+        for (unsigned s = 0; s < SPRY_SPAN_CACHE_SLOTS; s++) h->hot_count[s] = 0;
+        h->hot_bytes = 0;
+        heap_make_dormant(h);
     }
 }
 

@@ -12,9 +12,9 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap);
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */
 spry_heap_t *spry_heap_acquire(void);
-/* Collects remote frees and returns every empty page of a heap the caller
- * owns (its own, or a dormant one it claimed). */
-void  spry_heap_collect(spry_heap_t *heap, bool release_retained);
+/* Collects remote frees and returns every empty page and hot large span of
+ * a heap the caller owns (its own, or a dormant one it claimed). */
+void  spry_heap_collect(spry_heap_t *heap);
 /* The purge thread's pass over all heaps; true while memory waits. */
 bool  spry_heaps_purge(bool force);
 /* Trims every heap marked over budget (the purge thread, on a kick). */

@@ -1,6 +1,6 @@
-/* Process-wide initialisation, run by the first thread that needs a heap.
- * No constructor: a library whose constructor runs before ours may already
- * call malloc. */
+/* Process-wide initialisation: at load time (a constructor) or by the first
+ * thread that needs a heap, whichever comes first (a library whose
+ * constructor runs before ours may already call malloc). */
 #ifndef SPRY_INIT_H
 #define SPRY_INIT_H
 

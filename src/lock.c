@@ -1,7 +1,10 @@
 /* The contended side of spry_lock; see lock.h. */
 #include "lock.h"
 
+_Atomic(uintptr_t) spry_fork_owner;
+
 void spry_lock_slow(spry_lock_t *l) {
+    if (spry_in_fork_window()) return;      /* held by this thread's fork */
     for (int spin = 0; spin < 64; spin++) {
         __builtin_ia32_pause();
         int e = 0;

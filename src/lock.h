@@ -11,6 +11,20 @@
 typedef struct spry_lock { _Atomic(int) state; } spry_lock_t;
 #define SPRY_LOCK_INIT { 0 }
 
+/* The fork window. spry's pthread_atfork prepare handler takes every spry
+ * lock and then names the forking thread here, until its parent or child
+ * handler runs. Handlers registered before spry's run inside that window
+ * (prepare handlers run in reverse order of registration, parent and child
+ * handlers in order), and they may call malloc: for the forking thread every
+ * spry lock is then a no-op, since it holds them all already and no other
+ * thread can be inside. Other threads wait as usual. */
+extern _Atomic(uintptr_t) spry_fork_owner;
+
+static inline bool spry_in_fork_window(void) {
+    return spry_unlikely(atomic_load_explicit(&spry_fork_owner, memory_order_relaxed) ==
+                         (uintptr_t)__builtin_thread_pointer());
+}
+
 static inline void spry_lock_init(spry_lock_t *l) { atomic_store_explicit(&l->state, 0, memory_order_relaxed); }
 
 /* Contended path (lock.c). */
@@ -24,6 +38,7 @@ static inline void spry_lock(spry_lock_t *l) {
 }
 
 static inline void spry_unlock(spry_lock_t *l) {
+    if (spry_in_fork_window()) return;
     if (spry_unlikely(atomic_exchange_explicit(&l->state, 0, memory_order_release) == 2))
         spry_os_wake(&l->state);
 }

@@ -147,3 +147,41 @@ void spry_queues_release_empty(spry_heap_t *heap) {
         }
     }
 }
+
+/* fork child: the owner of this heap did not survive fork and may have been
+ * in the middle of changing a queue, so queues, pins and direct[] are made
+ * anew from the page descriptors (whose span fields were consistent:
+ * fork_prepare held the heap lock). A page that can still give a block is
+ * queued, the others are marked full. A block whose pop or push the fork cut
+ * in two is at worst lost, or keeps its page from being released. */
+void spry_queues_rebuild(spry_heap_t *heap) {
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) heap->queues[c].first = heap->queues[c].last = NULL;
+    for (size_t n = 0; n < SPRY_DIRECT_SLOTS; n++) heap->direct[n] = &spry_empty_page;
+    for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
+        for (unsigned i = 1; i < SPRY_SLICES; i++) {
+            spry_page_t *page = &seg->pages[i];
+            if (seg->slice_page[i] != page || ((seg->free_mask >> i) & 1) || page->kind != SPRY_PAGE_CLASS)
+                continue;
+            page_unpin(page);
+            page->next = page->prev = NULL;
+            spry_page_collect_remote(page);
+            uintptr_t key = spry_key_get(page);
+            if (page->free || page->local_free || page->capacity < page->reserved) {
+                spry_key_set(page, key & ~SPRY_KEY_FULL);
+                atomic_fetch_and_explicit(&page->xfree, ~SPRY_XFREE_NOTIFY, memory_order_relaxed);
+                spry_page_queue_t *q = &heap->queues[page->class_idx];
+                page->prev = q->last;
+                if (q->last) q->last->next = page; else q->first = page;
+                q->last = page;
+            } else {
+                spry_key_set(page, key | SPRY_KEY_FULL);
+                atomic_fetch_or_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
+            }
+        }
+    }
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+        if (!heap->queues[c].first) continue;
+        page_pin(heap->queues[c].first);
+        direct_update(heap, c);
+    }
+}

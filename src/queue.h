@@ -33,5 +33,7 @@ void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b)
 /* Collects every queued page's remote frees, unpins the queue heads and
  * releases the pages left empty (thread exit, trim). */
 void  spry_queues_release_empty(spry_heap_t *heap);
+/* fork child: remakes the queues of a heap whose owner did not survive. */
+void  spry_queues_rebuild(spry_heap_t *heap);
 
 #endif

@@ -91,3 +91,20 @@ void spry_inbox_drain(spry_heap_t *heap) {
         page = next;
     }
 }
+
+/* fork child: a remote free cut in two by fork may have marked its page
+ * QUEUED without linking it into the inbox, and then no later free would
+ * link it. The inbox is made anew from the pages' QUEUED flags. */
+void spry_inbox_rebuild(spry_heap_t *heap) {
+    spry_page_t *list = NULL;
+    for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
+        for (unsigned i = 1; i < SPRY_SLICES; i++) {
+            spry_page_t *page = &seg->pages[i];
+            if (seg->slice_page[i] != page || ((seg->free_mask >> i) & 1)) continue;
+            if (!(atomic_load_explicit(&page->xfree, memory_order_relaxed) & SPRY_XFREE_QUEUED)) continue;
+            atomic_store_explicit(&page->inbox_next, list, memory_order_relaxed);
+            list = page;
+        }
+    }
+    atomic_store_explicit(&heap->inbox, list, memory_order_relaxed);
+}

@@ -30,5 +30,7 @@ void spry_outbox_flush(spry_heap_t *heap);
  * to local_free, full pages that got some back rejoin their queue, empty
  * ones are released. */
 void spry_inbox_drain(spry_heap_t *heap);
+/* fork child: remakes a heap's inbox from its pages' QUEUED flags. */
+void spry_inbox_rebuild(spry_heap_t *heap);
 
 #endif
