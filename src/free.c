@@ -17,9 +17,13 @@ static bool block_start_ok(const spry_page_t *page, const void *p) {
     return off == 0;
 }
 
+/* Each way out that freed something ends at the purge start point: the free
+ * may have emptied a page, or reached a dormant heap that only a purge pass
+ * collects. */
 void spry_free_slow(spry_page_t *page, void *p) {
     if (spry_key_get(page) == (spry_thread_key() | SPRY_KEY_FULL)) {
         spry_heap_free_full(page->heap, page, p);
+        spry_purge_start_point();
         return;
     }
     switch (page->kind) {
@@ -32,10 +36,12 @@ void spry_free_slow(spry_page_t *page, void *p) {
         if (!block_start_ok(page, p)) break;
         if (spry_tls_heap != &spry_empty_heap) spry_outbox_add(spry_tls_heap, page, p);
         else spry_page_remote_free(page, p);
+        spry_purge_start_point();
         return;
     case SPRY_PAGE_LARGE:
         if (!block_start_ok(page, p)) break;
         spry_page_remote_free(page, p);
+        spry_purge_start_point();
         return;
     default:
         break;

@@ -47,7 +47,6 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
     }
-    spry_purge_start_point();
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     if (heap->outbox_pending) spry_outbox_flush(heap);
     spry_large_refresh_limit(heap);
@@ -60,6 +59,8 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     else if (n <= SPRY_LARGE_MAX) p = spry_large_alloc(heap, n);
     else p = spry_huge_alloc(n, 0, false);
     if (!p) errno = ENOMEM;
+    /* after the work: the drains and collects above may have freed pages */
+    spry_purge_start_point();
     return p;
 }
 
