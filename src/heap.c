@@ -222,11 +222,15 @@ void spry_heaps_fork_parent(void) {
  * when fork came, so they are never adopted: they are orphaned, their keys
  * zeroed so that frees of their blocks take the remote path, and what they
  * hold stays with them (as mimalloc does). Dormant heaps were consistent and
- * remain reusable; no purge pass was running (fork_prepare waited). */
+ * remain reusable; no purge pass was running (fork_prepare waited).
+ * A heap's request for an urgent trim is dropped: the purge thread and its
+ * kick are gone, and a flag left set would make every later request look
+ * answered (the next free over budget asks again). */
 void spry_heaps_fork_child(void) {
     spry_lock_init(&heaps_lock);
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
+        atomic_store_explicit(&h->purge_urgent, 0, memory_order_relaxed);
         if (h != spry_tls_heap && !h->is_dormant) heap_rekey(h, 0);
     }
 }
