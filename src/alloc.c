@@ -107,7 +107,10 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
                spry_key_get(page) == spry_thread_key()) {
         /* A large block grows into the free slices after it, or gives its
          * tail back, without copying. */
-        if (spry_span_resize(page->heap, page, spry_good_size_of(n))) return p;
+        if (spry_span_resize(page->heap, page, spry_good_size_of(n))) {
+            spry_purge_start_point();    /* a shrink frees the tail */
+            return p;
+        }
     }
     /* Move. A shrink to a much smaller size moves too, so the big block is
      * reused (seed 000: 3 M strings grown to 20 KB, shrunk to 1 byte). */

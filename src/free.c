@@ -74,6 +74,9 @@ void spry_free_slow(spry_page_t *page, void *p) {
         if (!block_start_ok(page, p)) break;
         if ((key & ~SPRY_KEY_FLAGS) == spry_thread_key()) free_owner_slow(page, p, key);
         else free_remote(page, p);
+        /* the free may have emptied a page, or reached a dormant heap that
+         * only a purge pass collects */
+        spry_purge_start_point();
         return;
     case SPRY_PAGE_FREE:
         /* a large block's span, freed and not reused yet */

@@ -47,7 +47,6 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
         heap = spry_heap_acquire();
         if (!heap) { errno = ENOMEM; return NULL; }
     }
-    spry_purge_start_point();
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     if (heap->outbox_pending) spry_outbox_flush(heap);
     spry_large_refresh_limit(heap);
@@ -61,6 +60,8 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     else if (n <= SPRY_LARGE_MAX) p = spry_large_alloc(heap, n, 1);
     else p = spry_huge_alloc(n, 0, false);
     if (!p) errno = ENOMEM;
+    /* after the work: the drains and collects above may have freed pages */
+    spry_purge_start_point();
     return p;
 }
 
@@ -278,11 +279,15 @@ void spry_heaps_fork_parent(void) {
  * been mid-operation; span-level state was consistent, fork_prepare held
  * their locks), and they go dormant, to be reused by the child's next thread
  * and purged like any other. Dormant heaps stay dormant; no purge pass was
- * running (fork_prepare waited for it). */
+ * running (fork_prepare waited for it). A heap's request for an urgent trim
+ * is dropped: the purge thread and its kick are gone, and a flag left set
+ * would make every later request look answered (the next free over budget
+ * asks again). */
 void spry_heaps_fork_child(void) {
     spry_lock_init(&heaps_lock);
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
+        atomic_store_explicit(&h->purge_urgent, 0, memory_order_relaxed);
         spry_inbox_rebuild(h);
     }
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {

@@ -1,15 +1,36 @@
 /* The purge thread; see purge.h.
  *
- * Handshake with freeing threads (Dekker, seq_cst): a freeing thread sets
- * `pending` and then reads `sleeping`; the thread, before it sleeps without a
- * timeout, sets `sleeping` and then reads `pending`. One of the two sees the
- * other, so no work is left unseen while the thread sleeps.
+ * Its life, in purger_state (one thread at a time acts as the purger: the
+ * one that moved the state to RUNNING):
+ *
+ *   NONE ──notify──> WANTED ──start point: CAS, pthread_create──> RUNNING
+ *     ^                                        (create fails: UNAVAILABLE)
+ *     └──── the thread leaves after PURGER_IDLE_DELAYS purge delays (at
+ *           least PURGER_IDLE_MIN_MS) with nothing to do, so that an idle
+ *           single-threaded program is single-threaded again (unshare,
+ *           seccomp sandboxes that forbid clone). A free then starts a new
+ *           one the same way.
+ *
+ * Handshakes with freeing threads (Dekker, seq_cst; each side writes its
+ * flag, then reads the other's: one of the two sees the other):
+ *  - sleeping: a freeing thread sets `pending` (or `kick`), then reads
+ *    `sleeping` and wakes the thread; the thread, before it sleeps without
+ *    work, sets `sleeping`, then reads `pending` and `kick`.
+ *  - leaving: a freeing thread that saw RUNNING sets `pending` (or `kick`),
+ *    then reads the state again; the leaving thread stores NONE, then reads
+ *    `pending` and `kick`. If it sees work it takes the state back (from
+ *    NONE, or from WANTED if a notify came in between) and stays, unless a
+ *    new thread already runs; if it does not, the freeing thread sees NONE
+ *    and asks for a new thread (notify: WANTED) or trims itself (urgent).
+ * The leaving thread touches no shared state after its last read, so a new
+ * thread may start while it finishes exiting.
  *
  * Starting the thread allocates (glibc's pthread_create callocs the new
  * thread's TLS vector), so it must not happen in the middle of an allocator
  * operation: spry_purge_notify only records the wish, and the thread starts
  * at spry_purge_start_point(), which the entry points call once their work is
- * done (end of a slow free, start of a slow malloc).
+ * done (end of a slow free or slow malloc, end of spry_trim). The state is
+ * RUNNING before pthread_create, so a free inside it does not start another.
  *
  * pass_lock serialises passes (thread, inline, spry_trim) and keeps fork out
  * of a pass: a pass holds dormant heaps detached and arena chunks marked busy
@@ -27,10 +48,13 @@
 #include <signal.h>
 
 enum { PURGER_NONE = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_UNAVAILABLE = 3 };
+/* An idle thread leaves after this many purge delays with nothing to do, and
+ * never sooner than this (a tiny delay must not make it come and go). */
+enum { PURGER_IDLE_DELAYS = 4, PURGER_IDLE_MIN_MS = 1000 };
 
-static _Atomic(int) purger_state;
-static _Atomic(int) purger_sleeping;
-static _Atomic(int) purge_pending;
+static _Atomic(int) purger_state;          /* see above                      */
+static _Atomic(int) purger_sleeping;       /* 1: asleep with nothing to do   */
+static _Atomic(int) purge_pending;         /* 1: freed since the last pass   */
 static _Atomic(uint64_t) inline_next_ms;   /* when no thread: next inline pass */
 static _Atomic(int) purge_kick;            /* 1: a heap is over budget */
 static spry_lock_t pass_lock = SPRY_LOCK_INIT;
@@ -52,31 +76,62 @@ static void purge_urgent_pass(void) {
     spry_unlock(&pass_lock);
 }
 
+/* Sleeps out one purge delay, trimming heaps over budget as they ask. */
+static void purger_nap(long delay) {
+    uint64_t until = spry_os_now_ms() + (uint64_t)(delay > 0 ? delay : 1);
+    for (;;) {
+        uint64_t now = spry_os_now_ms();
+        if (now >= until) break;
+        spry_os_wait(&purge_kick, 0, (long)(until - now));
+        if (atomic_exchange(&purge_kick, 0)) purge_urgent_pass();
+    }
+}
+
+/* Nothing left waiting: sleeps until a free brings work (true) or for
+ * idle_ms (false: time to leave). */
+static bool purger_idle(long idle_ms) {
+    atomic_store(&purger_sleeping, 1);
+    if (atomic_load(&purge_pending) || atomic_load(&purge_kick)) {
+        atomic_store(&purger_sleeping, 0);
+        return true;
+    }
+    uint64_t until = spry_os_now_ms() + (uint64_t)idle_ms;
+    while (atomic_load(&purger_sleeping)) {
+        uint64_t now = spry_os_now_ms();
+        if (now >= until) {
+            /* a free that comes now is seen by purger_leave */
+            atomic_store(&purger_sleeping, 0);
+            return false;
+        }
+        spry_os_wait(&purger_sleeping, 1, (long)(until - now));
+    }
+    if (atomic_exchange(&purge_kick, 0)) purge_urgent_pass();
+    return true;
+}
+
+/* True: the thread may exit. False: work came as it left, and it took the
+ * RUNNING state back. */
+static bool purger_leave(void) {
+    atomic_store(&purger_state, PURGER_NONE);
+    if (!atomic_load(&purge_pending) && !atomic_load(&purge_kick)) return true;
+    int st = PURGER_NONE;
+    while (st == PURGER_NONE || st == PURGER_WANTED)
+        if (atomic_compare_exchange_strong(&purger_state, &st, PURGER_RUNNING)) return false;
+    return true;    /* a new thread runs (or none can start: inline passes) */
+}
+
 static void *purger_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "spry-purge");
     for (;;) {
         long delay = spry_option(SPRY_OPT_PURGE_DELAY_MS);
-        uint64_t until = spry_os_now_ms() + (uint64_t)(delay > 0 ? delay : 1);
-        /* sleep out the delay, waking early for heaps over budget */
-        for (;;) {
-            uint64_t now = spry_os_now_ms();
-            if (now >= until) break;
-            spry_os_wait(&purge_kick, 0, (long)(until - now));
-            if (atomic_exchange(&purge_kick, 0)) purge_urgent_pass();
-        }
+        purger_nap(delay);
         atomic_store(&purge_pending, 0);
         if (purge_pass(false)) continue;
-        /* Nothing left waiting: sleep until a free says otherwise. */
-        atomic_store(&purger_sleeping, 1);
-        if (atomic_load(&purge_pending) || atomic_load(&purge_kick)) {
-            atomic_store(&purger_sleeping, 0);
-            continue;
-        }
-        while (atomic_load(&purger_sleeping)) spry_os_wait(&purger_sleeping, 1, -1);
-        if (atomic_exchange(&purge_kick, 0)) purge_urgent_pass();
+        long idle = delay * PURGER_IDLE_DELAYS;
+        if (purger_idle(idle > PURGER_IDLE_MIN_MS ? idle : PURGER_IDLE_MIN_MS)) continue;
+        if (purger_leave()) return NULL;
     }
-    return NULL;
 }
 
 void spry_purge_start_point(void) {
@@ -101,27 +156,34 @@ void spry_purge_start_point(void) {
 void spry_purge_notify(void) {
     if (!spry_option(SPRY_OPT_PURGE_THREAD)) return;
     int st = atomic_load_explicit(&purger_state, memory_order_relaxed);
+    if (st == PURGER_RUNNING) {
+        if (atomic_load_explicit(&purge_pending, memory_order_relaxed)) return;
+        atomic_store(&purge_pending, 1);
+        if (atomic_load(&purger_sleeping) && atomic_exchange(&purger_sleeping, 0))
+            spry_os_wake(&purger_sleeping);
+        /* the thread may have left meanwhile without seeing `pending` */
+        st = atomic_load(&purger_state);
+    }
     if (st == PURGER_NONE) {
         int expected = PURGER_NONE;
         atomic_compare_exchange_strong(&purger_state, &expected, PURGER_WANTED);
-        return;
     }
-    if (st != PURGER_RUNNING) return;
-    if (atomic_load_explicit(&purge_pending, memory_order_relaxed)) return;
-    atomic_store(&purge_pending, 1);
-    if (atomic_load(&purger_sleeping) && atomic_exchange(&purger_sleeping, 0))
-        spry_os_wake(&purger_sleeping);
 }
 
 bool spry_purge_urgent(struct spry_heap *heap) {
     if (atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_RUNNING) return false;
+    /* already asked: the thread (or the one that took over) has the kick */
     if (atomic_exchange_explicit(&heap->purge_urgent, 1, memory_order_relaxed)) return true;
     atomic_store(&purge_kick, 1);
     spry_os_wake(&purge_kick);
-    /* a thread asleep with no timeout waits on purger_sleeping */
+    /* a thread asleep with nothing to do waits on purger_sleeping */
     if (atomic_load(&purger_sleeping) && atomic_exchange(&purger_sleeping, 0))
         spry_os_wake(&purger_sleeping);
-    return true;
+    if (atomic_load(&purger_state) == PURGER_RUNNING) return true;
+    /* The thread left without seeing the kick: the caller trims. (If it saw
+     * the kick after all and stays, its trim finds the flag clear.) */
+    atomic_store_explicit(&heap->purge_urgent, 0, memory_order_relaxed);
+    return false;
 }
 
 void spry_purge_poll(void) {

@@ -1,8 +1,10 @@
 /* Giving memory back. Free spans and chunks are purged (MADV_DONTNEED) once
  * they have stayed free for the purge delay, by a background thread started
- * the first time something becomes free, so an idle program's RSS falls even
- * if it never calls the allocator again. With SPRY_PURGE_THREAD=0 (or if the
- * thread cannot start) allocator slow paths do the same work when it is due. */
+ * when something becomes free, so an idle program's RSS falls even if it
+ * never calls the allocator again. The thread leaves after a few purge delays
+ * with nothing to do (an idle program is as many threads as it made) and
+ * comes back at the next free. With SPRY_PURGE_THREAD=0 (or if the thread
+ * cannot start) allocator slow paths do the same work when it is due. */
 #ifndef SPRY_PURGE_H
 #define SPRY_PURGE_H
 

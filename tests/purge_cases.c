@@ -5,10 +5,13 @@
  *  huge          one 100 MiB block freed, as the first free of the process
  *  huge-asleep   the same after the purge thread went to sleep with nothing
  *                left to do (its next wake-up must come from this free)
+ *  huge-left     the same after the purge thread left the idle program
+ *                (`Threads: 1`): this free must bring a new one
  *  dormant       2 M small blocks of a thread that exited, freed by main
  *                (they land in a dormant heap that nobody owns) */
 #include "check.h"
 #include "rss.h"
+#include "threads.h"
 #include <spry.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -49,13 +52,24 @@ static void *producer(void *arg) {
 static int scenario(const char *what) {
     void *warm = spry_malloc(100);
     size_t base = rss_bytes();
-    if (strcmp(what, "huge") == 0 || strcmp(what, "huge-asleep") == 0) {
-        if (strcmp(what, "huge-asleep") == 0) {
-            void *x = spry_malloc(200000);
-            spry_free(x);             /* starts the purge thread */
-            sleep_ms(1500);           /* which purges and goes to sleep */
-            base = rss_bytes();
+    if (strncmp(what, "huge", 4) == 0) {
+        if (strcmp(what, "huge-asleep") == 0 || strcmp(what, "huge-left") == 0) {
+            /* a huge block's free starts the purge thread (a large one's
+             * would stay in the heap's hot cache) */
+            void *x = spry_malloc(8 * MiB);
+            CHECK(x != NULL);
+            memset(x, 1, 8 * MiB);
+            spry_free(x);
+            CHECKF(threads_wait(threads_above_one, 10.0) >= 0,
+                   "the purge thread did not start (Threads: %d)", proc_threads());
         }
+        if (strcmp(what, "huge-asleep") == 0)
+            sleep_ms(900);            /* it purges (2 delays) and goes to
+                                         sleep; it leaves only after 1 s */
+        if (strcmp(what, "huge-left") == 0)
+            CHECKF(threads_wait(threads_is_one, 30.0) >= 0,
+                   "the idle purge thread did not leave (Threads: %d)", proc_threads());
+        base = rss_bytes();
         size_t n = 100 * MiB;
         char *p = spry_malloc(n);
         CHECK(p != NULL);
@@ -83,7 +97,7 @@ static int scenario(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc > 1) return scenario(argv[1]);
-    const char *all[] = { "huge", "huge-asleep", "dormant" };
+    const char *all[] = { "huge", "huge-asleep", "huge-left", "dormant" };
     for (unsigned i = 0; i < sizeof all / sizeof *all; i++) {
         fflush(stdout);
         pid_t pid = fork();
