@@ -1,0 +1,19 @@
+#!/bin/sh
+# The fast path's cost in instructions, the project's standing bound: a
+# malloc+free pair of 32-39 B under callgrind with the library preloaded
+# (into valgrind itself too), as (total for 2N pairs - total for N) / N.
+# Instruction counts are repeatable whatever the machine's load. Fails when
+# the pair costs more than the bound (49: the count measured when the bound
+# was set; the brief allows no rise). Skips (77) without valgrind.
+set -eu
+lib="$1" probe="$2" bound="$3"
+command -v valgrind >/dev/null 2>&1 || { echo "valgrind not installed"; exit 77; }
+total() {
+  LD_PRELOAD="$lib" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$probe" "$1" 2>&1 |
+    sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
+}
+a=$(total 100000) b=$(total 200000)
+[ -n "$a" ] && [ -n "$b" ] || { echo "no callgrind totals"; exit 1; }
+per=$(( (b - a) / 100000 )) rem=$(( (b - a) % 100000 ))
+echo "instructions per malloc+free pair: $per (+$rem/100000); bound $bound"
+[ "$per" -lt "$bound" ] || { [ "$per" -eq "$bound" ] && [ "$rem" -eq 0 ]; } || exit 1
