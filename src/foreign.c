@@ -3,7 +3,8 @@
  * glibc's free trusts the 16-byte chunk header in front of a block, so a
  * wild pointer handed to it aborts or crashes. A pointer goes to glibc only
  * when it plausibly is one of glibc's blocks, from glibc's own layout on
- * x86-64: 16-byte aligned, a readable header whose size is a multiple of 16,
+ * x86-64: 16-byte aligned, a readable header (read through the kernel, so a
+ * wild pointer faults nowhere) whose size is a multiple of 16,
  * and either a chunk mmapped on its own (IS_MMAPPED, page-aligned mapping),
  * a chunk of a thread arena (NON_MAIN_ARENA, inside the 64 MiB-aligned heap
  * whose header gives its size) or a chunk inside the program break (the main
@@ -52,8 +53,8 @@ static usable_fn foreign_usable_fn(void) {
 static bool glibc_plausible(const void *p) {
     uintptr_t a = (uintptr_t)p;
     if ((a & 15) || a < 65536 || spry_arena_contains(p)) return false;
-    if (!spry_os_mapped((const uint8_t *)p - 16, 16)) return false;
-    const size_t *hdr = (const size_t *)p - 2;      /* prev_size, size|flags */
+    size_t hdr[2];                                   /* prev_size, size|flags */
+    if (!spry_os_readable(hdr, (const uint8_t *)p - 16, sizeof hdr)) return false;
     size_t size = hdr[1] & ~(size_t)7;
     if (size < 32 || (size & 15) || a + size < a) return false;
     if (hdr[1] & GLIBC_IS_MMAPPED) {
@@ -64,8 +65,9 @@ static bool glibc_plausible(const void *p) {
     if (hdr[1] & GLIBC_NON_MAIN_ARENA) {
         /* heap_info { ar_ptr, prev, size, ... } at the heap's start */
         uintptr_t h = a & ~(GLIBC_HEAP_MAX - 1);
-        if (!spry_os_mapped((const void *)h, 32)) return false;
-        size_t hsize = ((const size_t *)h)[2];
+        size_t info[3];
+        if (!spry_os_readable(info, (const void *)h, sizeof info)) return false;
+        size_t hsize = info[2];
         return hsize <= GLIBC_HEAP_MAX && a - 16 + size <= h + hsize;
     }
     uintptr_t lo, hi;

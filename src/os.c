@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "os.h"
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -110,11 +111,20 @@ void spry_os_wake(_Atomic(int) *addr) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-bool spry_os_mapped(const void *p, size_t n) {
+bool spry_os_readable(void *dst, const void *p, size_t n) {
+    /* The kernel copies for us and says EFAULT where a plain load would
+     * fault (unmapped or PROT_NONE). Where a sandbox refuses the call
+     * (EPERM, ENOSYS), mincore at least tells mapped from unmapped. */
+    struct iovec local = { dst, n }, remote = { (void *)p, n };
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got == (ssize_t)n) return true;
+    if (got >= 0 || errno == EFAULT || errno == ESRCH) return false;
     uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
     unsigned char vec[4];
     if (hi <= lo || hi - lo > sizeof vec * 4096) return false;
-    return mincore((void *)lo, hi - lo, vec) == 0;
+    if (mincore((void *)lo, hi - lo, vec) != 0) return false;
+    for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = ((const uint8_t *)p)[i];
+    return true;
 }
 
 void spry_os_brk_range(uintptr_t *start, uintptr_t *end) {

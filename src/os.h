@@ -33,9 +33,10 @@ int      spry_os_cpu_count(void);
  * limit). Wake one sleeper. */
 void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
 void     spry_os_wake(_Atomic(int) *addr);
-/* True when [p, p+n) is mapped (mincore): reading it may still fault if
- * it is PROT_NONE. A system call: for rare paths only. */
-bool     spry_os_mapped(const void *p, size_t n);
+/* Copies [p, p+n) (n <= 16 KiB) to dst if it can be read without a fault;
+ * false otherwise. System calls (process_vm_readv, or mincore where a
+ * sandbox refuses that): for rare paths only. */
+bool     spry_os_readable(void *dst, const void *p, size_t n);
 /* The program break's range [start, current end) (start from
  * /proc/self/stat, read once; 0 when unknown). */
 void     spry_os_brk_range(uintptr_t *start, uintptr_t *end);

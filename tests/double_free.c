@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,6 +128,10 @@ static void wild_frees(void *arg) {
     spry_free(on_stack + 16);
     spry_free(g_static + 16);
     spry_free((void *)(uintptr_t)0xffff800000000000ull);   /* kernel half */
+    char *guard = mmap(NULL, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(guard != MAP_FAILED);
+    spry_free(guard + 16);       /* mapped, unreadable: a guard page */
+    munmap(guard, 8192);
     errno = 0;
     CHECK(spry_realloc((void *)1, 10) == NULL);
     CHECK_EQ(errno, EINVAL);
@@ -198,7 +203,7 @@ int main(int argc, char **argv) {
     }
 
     int n = count_reports(wild_frees, NULL, "invalid pointer");
-    CHECKF(n == 7, "wild pointers: %d reports, want 7", n);
+    CHECKF(n == 8, "wild pointers: %d reports, want 8", n);
 
     /* the heap still works everywhere */
     for (int i = 0; i < 200000; i++) {
