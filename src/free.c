@@ -61,8 +61,30 @@ static void free_remote(spry_page_t *page, void *p) {
         spry_page_remote_free(page, p);
 }
 
+/* The owner frees an 8-byte block of a page that is not full: the common
+ * case of this slow path, kept short (no division, no purge poll). */
+static void free_class0_owner(spry_page_t *page, void *p) {
+    uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
+    if (spry_unlikely((off & 7) || off >> 3 >= page->reserved)) {   /* p < start wraps too */
+        spry_report_error("free", "invalid pointer", p);
+        return;
+    }
+    if (spry_unlikely(!spry_page_live_clear(page, p))) {
+        spry_report_error("free", "double free", p);
+        return;
+    }
+    spry_block_t *b = p;
+    b->next = page->free;
+    page->free = b;
+    if (--page->used == 0) spry_page_empty(page);
+}
+
 void spry_free_slow(spry_page_t *page, void *p) {
     uintptr_t key = spry_key_get(page);
+    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_SLOW))) {
+        free_class0_owner(page, p);
+        return;
+    }
     switch (page->kind) {
     case SPRY_PAGE_HUGE:
         if (!block_start_ok(page, p)) break;

@@ -66,9 +66,19 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
 }
 
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
-    /* Sizes above the direct table: the same pop, after a class lookup. (The
-     * empty heap's queues are empty, so a new thread falls through.) */
-    if (spry_likely(n <= SPRY_PAGED_MAX)) {
+    /* 8-byte blocks (not in direct[]: their live bitmap) and sizes above the
+     * direct table: the same pop, after a class lookup. (The empty heap's
+     * queues are empty, so a new thread falls through.) */
+    if (n <= 8) {
+        spry_page_t *page = heap->queues[0].first;
+        if (spry_likely(page && page->free)) {
+            spry_block_t *b = page->free;
+            page->free = b->next;
+            page->used++;
+            spry_page_live_set(page, b);
+            return b;
+        }
+    } else if (spry_likely(n <= SPRY_PAGED_MAX)) {
         spry_page_t *page = heap->queues[spry_class_of(n)].first;
         if (spry_likely(page && page->free)) return spry_page_pop(page);
     } else if (n <= SPRY_LARGE_MAX) {
