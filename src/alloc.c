@@ -29,18 +29,15 @@ static spry_page_t *page_of_block(const void *p) {
 }
 
 /* False for a pointer into a page that is not a live block start it can
- * tell: a freed block (marker, live bitmap of the caller's own class-0
- * pages, freed span) or a page that holds no blocks. Interior pointers of
- * class pages are not checked here. */
+ * tell: a freed block (marker, live bitmap, freed span) or a page that holds
+ * no blocks. Interior pointers of class pages are not checked here. */
 static bool block_is_live(spry_page_t *page, const void *p) {
     switch (page->kind) {
     case SPRY_PAGE_CLASS:
         if (page->class_idx == 0) {
-            /* the bitmap is the owner's to read */
-            if ((spry_key_get(page) & ~SPRY_KEY_FLAGS) != spry_thread_key()) return true;
             uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
-            if ((uint8_t *)p < page->start || off % 8 || off / 8 >= page->capacity) return false;
-            return (spry_page_live_map(page)[off / 8 >> 6] >> (off / 8 & 63)) & 1;
+            if ((uint8_t *)p < page->start || off % 8 || off / 8 >= page->reserved) return false;
+            return spry_page_live_test(page, p);
         }
         return spry_block_marker(p) != page;
     case SPRY_PAGE_LARGE:
@@ -79,7 +76,7 @@ SPRY_API size_t spry_good_size(size_t n) {
 }
 
 SPRY_API bool spry_owns(const void *p) {
-    return p && page_of_block(p) != NULL;
+    return p && spry_chunk_kind(p) != SPRY_CHUNK_FOREIGN;
 }
 
 SPRY_API void *spry_realloc(void *p, size_t n) {

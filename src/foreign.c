@@ -52,7 +52,8 @@ static usable_fn foreign_usable_fn(void) {
 
 static bool glibc_plausible(const void *p) {
     uintptr_t a = (uintptr_t)p;
-    if ((a & 15) || a < 65536 || spry_arena_contains(p)) return false;
+    if ((a & 15) || a < 65536 || spry_chunk_kind(p) != SPRY_CHUNK_FOREIGN || spry_arena_contains(p))
+        return false;
     size_t hdr[2];                                   /* prev_size, size|flags */
     if (!spry_os_readable(hdr, (const uint8_t *)p - 16, sizeof hdr)) return false;
     size_t size = hdr[1] & ~(size_t)7;
@@ -77,8 +78,8 @@ static bool glibc_plausible(const void *p) {
 
 void spry_foreign_free(void *p) {
     if (!glibc_plausible(p)) {
-        spry_report_error("free", spry_arena_contains(p) ? "double free or invalid pointer"
-                                                         : "invalid pointer", p);
+        bool ours = spry_arena_contains(p) || spry_chunk_kind(p) != SPRY_CHUNK_FOREIGN;
+        spry_report_error("free", ours ? "double free or invalid pointer" : "invalid pointer", p);
         return;
     }
     spry_stat_add(&spry_stat.foreign_frees, 1);

@@ -47,11 +47,14 @@ static void free_owner_slow(spry_page_t *page, void *p, uintptr_t key) {
 }
 
 /* Another thread's block: batched in this thread's outbox when it has a
- * heap, else pushed at once. Class-0 blocks are checked by the owner when
- * it collects them. */
+ * heap, else pushed at once. Checked first like the owner's frees: by the
+ * free marker, or for 8-byte blocks by reading the owner's live bitmap (a
+ * block freed by its owner and then here must not be pushed: its link is
+ * in use on the owner's list). */
 static void free_remote(spry_page_t *page, void *p) {
-    bool marked = page->kind == SPRY_PAGE_LARGE || page->class_idx != 0;
-    if (marked) {
+    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
+        if (!spry_page_live_test(page, p)) { spry_free_double(page, p); return; }
+    } else {
         if (spry_block_marker(p) == page) { spry_free_double(page, p); return; }
         spry_block_mark_free(p, page);
     }

@@ -37,7 +37,10 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
 }
 
-/* Puts the next few uncarved blocks, in address order, on page->free. */
+/* Puts the next few uncarved blocks, in address order, on page->free. They
+ * carry the free marker like any free block (class 0: their live bits are
+ * clear), so a free of one never handed out is a double free, not a second
+ * copy on the list. */
 static void page_carve(spry_page_t *page) {
     size_t bs = page->block_size;
     uint32_t n = (uint32_t)(CARVE_BYTES / bs);
@@ -45,7 +48,12 @@ static void page_carve(spry_page_t *page) {
     if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
     uint8_t *first = page->start + (size_t)page->capacity * bs;
     uint8_t *p = first;
-    for (uint32_t i = 1; i < n; i++, p += bs) ((spry_block_t *)p)->next = (spry_block_t *)(p + bs);
+    bool mark = page->class_idx != 0;
+    for (uint32_t i = 1; i < n; i++, p += bs) {
+        ((spry_block_t *)p)->next = (spry_block_t *)(p + bs);
+        if (mark) spry_block_mark_free(p, page);
+    }
+    if (mark) spry_block_mark_free(p, page);
     ((spry_block_t *)p)->next = page->free;
     page->free = (spry_block_t *)first;
     page->capacity += n;

@@ -12,23 +12,33 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c);
 void spry_page_refill(spry_page_t *page);
 /* Class-0 pages (8-byte blocks): a bitmap of live blocks in front of the
  * blocks (one bit per block of a 64 KiB page), set when a block is handed
- * out and cleared when it is freed; owner only, remote frees are checked
- * when the owner collects them. */
+ * out and cleared when it is freed, by the owner only. Other threads read it
+ * (a free of a block whose bit is clear is a double free), so its words are
+ * read and written with relaxed atomics: plain moves on x86-64, and the bit
+ * of a block another thread frees changes only with that block's hand-over,
+ * which the program orders. */
 #define SPRY_LIVE_MAP_BYTES 1024
 
-static inline uint64_t *spry_page_live_map(const spry_page_t *page) {
-    return (uint64_t *)(page->start - SPRY_LIVE_MAP_BYTES);
+static inline uint64_t *spry_page_live_word(const spry_page_t *page, const void *b, uint64_t *bit) {
+    size_t i = (size_t)((const uint8_t *)b - page->start) >> 3;
+    *bit = (uint64_t)1 << (i & 63);
+    return (uint64_t *)(page->start - SPRY_LIVE_MAP_BYTES) + (i >> 6);
 }
 static inline void spry_page_live_set(spry_page_t *page, const void *b) {
-    size_t i = (size_t)((const uint8_t *)b - page->start) >> 3;
-    spry_page_live_map(page)[i >> 6] |= (uint64_t)1 << (i & 63);
+    uint64_t bit, *w = spry_page_live_word(page, b, &bit);
+    __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) | bit, __ATOMIC_RELAXED);
 }
-/* Clears b's bit; false when it was clear already (b is free). */
+/* Any thread: is b (a block start of the page) live? */
+static inline bool spry_page_live_test(const spry_page_t *page, const void *b) {
+    uint64_t bit, *w = spry_page_live_word(page, b, &bit);
+    return (__atomic_load_n(w, __ATOMIC_RELAXED) & bit) != 0;
+}
+/* Owner: clears b's bit; false when it was clear already (b is free). */
 static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
-    size_t i = (size_t)((const uint8_t *)b - page->start) >> 3;
-    uint64_t bit = (uint64_t)1 << (i & 63), *w = &spry_page_live_map(page)[i >> 6];
-    if (!(*w & bit)) return false;
-    *w &= ~bit;
+    uint64_t bit, *w = spry_page_live_word(page, b, &bit);
+    uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+    if (!(v & bit)) return false;
+    __atomic_store_n(w, v & ~bit, __ATOMIC_RELAXED);
     return true;
 }
 

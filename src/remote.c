@@ -54,7 +54,12 @@ void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
         b->next = NULL;
         heap->outbox_pending++;
     } else {
-        if (spry_unlikely(b == o->head)) { spry_report_error("free", "double free", b); return; }
+        /* 8-byte blocks carry no free marker: look for b in the batch (at
+         * most SPRY_OUTBOX_MAX blocks), or it would link the batch into a
+         * cycle. Other blocks were checked by their marker already. */
+        if (page->class_idx == 0)
+            for (spry_block_t *x = o->head; x; x = x->next)
+                if (spry_unlikely(x == b)) { spry_report_error("free", "double free", b); return; }
         b->next = o->head;
     }
     o->head = b;

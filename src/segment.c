@@ -388,6 +388,9 @@ void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     page->start = block;
     page->reserved = page->used = 1;
     page->is_zero = run.clean;
+    /* every other chunk of the run says "inside a huge block", so a wild
+     * pointer there is reported rather than taken for another allocator's */
+    for (size_t i = 0; i < chunks; i++) chunk_map_set((uint8_t *)seg + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_INTERIOR);
     if (run_align) chunk_map_set(block, SPRY_CHUNK_ALIGNED);
     else chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
     if (spry_option(SPRY_OPT_THP) && usable >= 2 * 1024 * 1024) spry_os_huge(block, usable);
@@ -411,11 +414,8 @@ bool spry_huge_resize(spry_segment_t *seg, size_t size) {
 
 void spry_huge_free(spry_segment_t *seg) {
     spry_page_t *page = &seg->pages[1];
-    if (seg->pages[1].start == (uint8_t *)seg + SPRY_SEGMENT_SIZE &&
-        spry_chunk_map[(uintptr_t)page->start >> SPRY_SEGMENT_SHIFT] == SPRY_CHUNK_ALIGNED)
-        chunk_map_set(page->start, SPRY_CHUNK_FOREIGN);
-    else
-        chunk_map_set(seg, SPRY_CHUNK_FOREIGN);
+    for (size_t i = 0; i < seg->size >> SPRY_SEGMENT_SHIFT; i++)
+        chunk_map_set((uint8_t *)seg + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_FOREIGN);
     spry_stat_sub(&spry_stat.huge_in_use, seg->size);
     spry_stat_in_use_sub(seg->size);
     spry_run_t run = { seg, seg->size >> SPRY_SEGMENT_SHIFT, false, seg->arena_dedicated != 0 };

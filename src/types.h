@@ -59,6 +59,7 @@
 /* The chunk map's values. */
 #define SPRY_CHUNK_FOREIGN   0
 #define SPRY_CHUNK_SEGMENT   1   /* a segment header starts this chunk        */
+#define SPRY_CHUNK_INTERIOR  3   /* inside a huge block, not where it starts  */
 #define SPRY_CHUNK_ALIGNED   2   /* a >= 4 MiB aligned huge block starts here;
                                     its segment header is one chunk below     */
 #define SPRY_CHUNK_MAP_SIZE  ((size_t)1 << (47 - SPRY_SEGMENT_SHIFT))
