@@ -494,13 +494,50 @@ static inline void bench_corrupt(const char *test, const void *p, size_t n, cons
   bench_die(BENCH_EXIT_CORRUPT, "CORRUPT test=%s block=%p size=%zu: %s", test, p, n, what);
 }
 
+/* ---- the slot walk: a working set of about K live blocks ------------------
+ *
+ * churn, mixed and large keep their live blocks in an array of 2K slots,
+ * half of them filled at the start. One step picks a slot uniformly at
+ * random: a filled one is checked and freed (bench_slot_release), an empty
+ * one gets a new block (bench_slot_fill). The number of live blocks then
+ * wanders around K (a free is as likely as the share of filled slots), frees
+ * come in random order, not the reverse of the mallocs, and a malloc does not
+ * always follow the free of a block of its size: runs of frees empty pages
+ * and runs of mallocs fill them, as in a program whose working set is K
+ * blocks. Each step is one allocator call. */
+
+/* mallocs n bytes into slot k (empty), stamps the block. */
+static inline void bench_slot_fill(const char *test, void **slot, size_t *size, size_t k,
+                                   size_t n, enum bench_touch touch)
+{
+  void *p = malloc(n);
+  if (!p)
+    bench_oom(test, n);
+  bench_stamp(p, n, touch);
+  slot[k] = p;
+  size[k] = n;
+}
+
+/* Checks the stamp of slot k's block (filled), frees it, empties the slot. */
+static inline void bench_slot_release(const char *test, void **slot, size_t *size, size_t k,
+                                      enum bench_touch touch)
+{
+  if (!bench_stamp_ok(slot[k], size[k], touch))
+    bench_corrupt(test, slot[k], size[k], "stamp damaged before free");
+  free(slot[k]);
+  slot[k] = NULL;
+}
+
 /* Teardown of a worker's live slots: checks every block's stamp (a damaged
- * one ends the run through bench_corrupt), frees the blocks and the arrays. */
+ * one ends the run through bench_corrupt), frees the blocks and the arrays.
+ * Empty slots (NULL) are skipped. */
 static inline void bench_slots_free(const char *test, void **slot, size_t *size, uint64_t live,
                                     enum bench_touch touch)
 {
   uint64_t k;
   for (k = 0; k < live; k++) {
+    if (!slot[k])
+      continue;
     if (!bench_stamp_ok(slot[k], size[k], touch))
       bench_corrupt(test, slot[k], size[k], "stamp damaged at teardown");
     free(slot[k]);
