@@ -101,7 +101,7 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
     } else if (n <= old && n > old / 2) {
         return p;      /* fits, and not so much smaller that memory is wasted */
     } else if (page->kind == SPRY_PAGE_LARGE && n > SPRY_PAGED_MAX && n <= SPRY_LARGE_MAX &&
-               spry_key_get(page) == spry_thread_key()) {
+               (spry_key_get(page) & ~SPRY_KEY_FLAGS) == spry_thread_key()) {
         /* A large block grows into the free slices after it, or gives its
          * tail back, without copying. */
         if (spry_span_resize(page->heap, page, spry_good_size_of(n))) {

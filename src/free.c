@@ -28,9 +28,10 @@ void spry_free_double(spry_page_t *page, void *p) {
     spry_report_error("free", "double free", p);
 }
 
-/* The owner frees a block of a full page or of a class-0 page. */
+/* The owner frees a block of a full class page or a large block (their
+ * pointer checked already). */
 static void free_owner_slow(spry_page_t *page, void *p, uintptr_t key) {
-    if (key & SPRY_KEY_SLOW) {
+    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
         if (!spry_page_live_clear(page, p)) { spry_report_error("free", "double free", p); return; }
     } else {
         if (spry_block_marker(p) == page) { spry_free_double(page, p); return; }
@@ -84,7 +85,7 @@ static void free_class0_owner(spry_page_t *page, void *p) {
 
 void spry_free_slow(spry_page_t *page, void *p) {
     uintptr_t key = spry_key_get(page);
-    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_SLOW))) {
+    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_SLOW)) && page->kind == SPRY_PAGE_CLASS) {
         free_class0_owner(page, p);
         return;
     }

@@ -60,7 +60,7 @@ static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usa
     page->block_size = usable;
     page->used = 1;
     atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
-    spry_key_set(page, heap->tid);
+    spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
     spry_block_mark_live(page->start);
     return page->start;
 }
@@ -85,7 +85,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     page->next = page->prev = NULL;
     /* a large block's remote free must reach the owner at once */
     atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
-    spry_key_set(page, heap->tid);
+    spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
     spry_block_mark_live(page->start);
     return page->start;
 }

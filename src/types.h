@@ -70,8 +70,11 @@ typedef struct spry_block { struct spry_block *next; } spry_block_t;
 struct spry_heap;
 
 /* page->key: the owning thread's thread pointer (%fs:0, one load), or'ed
- * with FULL while the page sits outside its queue and with SLOW for pages of
- * 8-byte blocks (class 0, see below); 0 while the heap is dormant. The free
+ * with FULL while the page sits outside its queue, and with SLOW for pages
+ * of 8-byte blocks (class 0, see below) and large blocks (one block per
+ * span: the slow free checks that the pointer is its start, so a stale
+ * pointer into the owner's live large block is not taken for it); 0 while
+ * the heap is dormant. The free
  * fast path compares it with the calling thread's pointer: any difference
  * (another thread, a full page, a huge or free page, whose key is 0) sends
  * the free to the slow path. Thread pointers are reused after a thread exits,

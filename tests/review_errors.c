@@ -22,6 +22,10 @@
  *                     owner's live bitmap sees the block only when it
  *                     collects, after handing it out again: two blocks are
  *                     handed out twice, nothing reported.
+ *  large_interior     a stale pointer into the owner's own live large block
+ *                     (its first free was long ago): the owner's fast path
+ *                     took it for the block, released the live span and
+ *                     handed it out again.
  *  huge_interior      a wild interior pointer of a live huge block above
  *                     512 MiB (a kernel mapping of its own, not in spry's
  *                     arena list) whose data looks like a glibc mmapped
@@ -33,6 +37,7 @@
 #include <spry.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +200,23 @@ static void c0_owner_remote(void) {
     CHECKF(errors_now() == before + 1, "8-byte double free (owner, then remote) not reported");
 }
 
+/* ---- large_interior ----------------------------------------------------- */
+
+static void large_interior(void) {
+    char *l = spry_malloc(800000);
+    CHECK(l != NULL);
+    memset(l, 0x5c, 800000);
+    size_t before = errors_now();
+    spry_free(l + 100000);            /* not the block's start */
+    char *m = spry_malloc(800000);
+    CHECK(m != NULL);
+    CHECKF(m != l, "a live large block was handed out again after a free of its interior");
+    CHECKF(errors_now() == before + 1, "free of a large block's interior not reported");
+    for (size_t i = 0; i < 800000; i += 4096) CHECK(l[i] == 0x5c);
+    spry_free(m);
+    spry_free(l);
+}
+
 /* ---- huge_interior ------------------------------------------------------ */
 
 static void segv(int sig) {
@@ -230,6 +252,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "stale_double")) stale_double();
     else if (!strcmp(c, "outbox8")) outbox8();
     else if (!strcmp(c, "c0_owner_remote")) c0_owner_remote();
+    else if (!strcmp(c, "large_interior")) large_interior();
     else if (!strcmp(c, "huge_interior")) huge_interior();
     else CHECKF(0, "unknown case %s", c);
     return 0;
