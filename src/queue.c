@@ -14,11 +14,20 @@
 
 /* Class 0 is never in direct[]: its blocks are handed out on the slow path
  * (their live bitmap, see page.h). */
+/* Every class in the table covers a multiple of 8 byte sizes (8 for class
+ * 1, then 16, 32, 64), written four entries at a time with two 16-byte
+ * stores: a page switch at large working sets rewrites up to 64 entries. */
+typedef uintptr_t direct_pair_t __attribute__((vector_size(16), aligned(8), may_alias));
+
 static void direct_update(spry_heap_t *heap, unsigned c) {
     size_t size = spry_class_size(c);
     if (c == 0 || size > SPRY_SMALL_MAX) return;
     spry_page_t *page = heap->queues[c].first ? heap->queues[c].first : &spry_empty_page;
-    for (size_t n = spry_class_size(c - 1) + 1; n <= size; n++) heap->direct[n] = page;
+    direct_pair_t v = { (uintptr_t)page, (uintptr_t)page };
+    for (size_t n = spry_class_size(c - 1) + 1; n <= size; n += 4) {
+        *(direct_pair_t *)&heap->direct[n] = v;
+        *(direct_pair_t *)&heap->direct[n + 2] = v;
+    }
 }
 
 /* The head of a page queue is pinned (every class page: up to 128 KiB blocks
