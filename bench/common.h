@@ -132,10 +132,28 @@ static inline void bench_sleep(double seconds)
   }
 }
 
-/* Peak resident set of the whole process, in KiB (Linux reports KiB). */
+/* Peak resident set of the whole process, in KiB: VmHWM of
+ * /proc/self/status, the high-water mark of this program's own memory.
+ * Not getrusage's ru_maxrss: Linux folds the high-water mark of the memory
+ * the process had before exec into it, so under a runner that forked from a
+ * 20 MiB Python process every program would report at least 20 MiB.
+ * getrusage is the fallback where /proc cannot be read. */
 static inline long bench_maxrss_kb(void)
 {
   struct rusage ru;
+  char line[256];
+  long kb = -1;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f) {
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "VmHWM:", 6) == 0) {
+        kb = strtol(line + 6, NULL, 10);
+        break;
+      }
+    fclose(f);
+  }
+  if (kb > 0)
+    return kb;
   if (getrusage(RUSAGE_SELF, &ru) != 0)
     return -1;
   return ru.ru_maxrss;
@@ -476,13 +494,50 @@ static inline void bench_corrupt(const char *test, const void *p, size_t n, cons
   bench_die(BENCH_EXIT_CORRUPT, "CORRUPT test=%s block=%p size=%zu: %s", test, p, n, what);
 }
 
+/* ---- the slot walk: a working set of about K live blocks ------------------
+ *
+ * churn, mixed and large keep their live blocks in an array of 2K slots,
+ * half of them filled at the start. One step picks a slot uniformly at
+ * random: a filled one is checked and freed (bench_slot_release), an empty
+ * one gets a new block (bench_slot_fill). The number of live blocks then
+ * wanders around K (a free is as likely as the share of filled slots), frees
+ * come in random order, not the reverse of the mallocs, and a malloc does not
+ * always follow the free of a block of its size: runs of frees empty pages
+ * and runs of mallocs fill them, as in a program whose working set is K
+ * blocks. Each step is one allocator call. */
+
+/* mallocs n bytes into slot k (empty), stamps the block. */
+static inline void bench_slot_fill(const char *test, void **slot, size_t *size, size_t k,
+                                   size_t n, enum bench_touch touch)
+{
+  void *p = malloc(n);
+  if (!p)
+    bench_oom(test, n);
+  bench_stamp(p, n, touch);
+  slot[k] = p;
+  size[k] = n;
+}
+
+/* Checks the stamp of slot k's block (filled), frees it, empties the slot. */
+static inline void bench_slot_release(const char *test, void **slot, size_t *size, size_t k,
+                                      enum bench_touch touch)
+{
+  if (!bench_stamp_ok(slot[k], size[k], touch))
+    bench_corrupt(test, slot[k], size[k], "stamp damaged before free");
+  free(slot[k]);
+  slot[k] = NULL;
+}
+
 /* Teardown of a worker's live slots: checks every block's stamp (a damaged
- * one ends the run through bench_corrupt), frees the blocks and the arrays. */
+ * one ends the run through bench_corrupt), frees the blocks and the arrays.
+ * Empty slots (NULL) are skipped. */
 static inline void bench_slots_free(const char *test, void **slot, size_t *size, uint64_t live,
                                     enum bench_touch touch)
 {
   uint64_t k;
   for (k = 0; k < live; k++) {
+    if (!slot[k])
+      continue;
     if (!bench_stamp_ok(slot[k], size[k], touch))
       bench_corrupt(test, slot[k], size[k], "stamp damaged at teardown");
     free(slot[k]);

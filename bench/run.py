@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""spry's benchmark suite: every test of issue 3 against every allocator.
+"""spry's benchmark suite: every test of issues 3 and 8 against every allocator.
 
     /usr/bin/python3 bench/run.py --quick            # < 10 minutes on 2 cores
     /usr/bin/python3 bench/run.py --full             # the seeds' sizes (hours)
-    /usr/bin/python3 bench/run.py --churn-table      # issue 2's churn table only
+    /usr/bin/python3 bench/run.py --churn-table      # issue 8's churn grid only
     /usr/bin/python3 bench/run.py --quick --only churn --allocators glibc,spry
     /usr/bin/python3 bench/run.py --dry-run --full   # the plan and its time estimate
 
@@ -158,7 +158,7 @@ class Cell:
 
 # Metrics read from each program's RESULT line; the first is required.
 METRICS = {
-    "churn": ["mops", "ops"],
+    "churn": ["mops", "ops", "calls"],
     "shrink_realloc": ["seconds", "free_s"],
     "objects": ["alloc_s", "free_s"],
     "strbuild": ["seconds"],
@@ -166,6 +166,9 @@ METRICS = {
     "frag": ["seconds", "big_ok", "small_fail", "big_fail", "loop_s", "free_s", "big_s",
              "alloc_mb"],
     "pools": ["seconds", "mops"],
+    "prodcons": ["mops", "ops", "seconds"],
+    "mixed": ["seconds", "fill_s", "steps_s", "free_s", "mops", "live_mib"],
+    "large": ["seconds", "mops", "gib"],
 }
 METRICS["frag32"] = METRICS["frag"]
 
@@ -174,9 +177,14 @@ CHURN_THREADS = [1, 2, 4, 8, 16, 32, 64]
 # the seed's 256 KiB top on its own).
 CHURN_BANDS = [(8, 32), (32, 128), (128, 512), (512, 2048), (2048, 8192), (8192, 32768),
                (32768, 131072), (131072, 262144), (262144, 1048576)]
-# Issue 2's table.
+# The working-set axis (issue 8): live blocks per thread.
+CHURN_LIVE = [64, 1024, 4096]
+# Issue 2's table, and issue 8's grid of targets (x CHURN_LIVE).
 CHURN_TABLE_BANDS = [(16, 128), (128, 4096), (4096, 65536), (65536, 524288)]
 CHURN_TABLE_THREADS = [1, 2, 8, 64]
+# One malloc or free per step over 2 x live slots (see churn.c), after one
+# untimed pass over the slots.
+CHURN_PATTERN, CHURN_WARMUP = "steps", 1
 # Seed 002's speed table: (largest chunk, threads, operations per thread).
 CHUNK_CELLS = [(512, 4, 10_000_000), (2048, 8, 5_000_000), (32768, 10, 1_000_000),
                (131072, 12, 200_000), (524288, 14, 50_000), (2097152, 16, 20_000)]
@@ -206,30 +214,96 @@ def band_label(lo, hi):
     return "%s-%s" % (a, b)
 
 
-def churn_cells(bands, threads, seconds):
+def fmt_bytes(n):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return "%.1f %s" % (n / div, unit)
+    return "%d B" % n
+
+
+def churn_budget():
+    """Bytes a churn cell's live set may hold: half the machine's RAM (so
+    the cell fits whatever an allocator adds, and under the runner's RSS
+    limit of 85%)."""
+    return mem_total_kb() * 1024 // 2
+
+
+def churn_cells(grid, budget, notes=None):
+    """Cells for grid = [(live, bands, threads, seconds)]. A cell whose
+    nominal live set (threads x live x the band's mean size) passes the
+    budget runs with fewer live blocks per thread, as many as fit; its label
+    says so ("live=4096->669") and notes gets a line for it."""
     cells = []
-    for lo, hi in bands:
-        for t in threads:
-            band = band_label(lo, hi)
-            cells.append(Cell("churn", "threads=%d band=%s" % (t, band),
-                              {"threads": t, "band": band, "min": lo, "max": hi,
-                               "seconds": seconds, "seed": SEED},
-                              "churn", ["--threads", t, "--min", lo, "--max", hi,
-                                        "--seconds", seconds, "--seed", SEED],
-                              est=seconds + 0.03 + 0.002 * t, timeout=seconds + 120))
+    for live, bands, threads, seconds in grid:
+        for lo, hi in bands:
+            for t in threads:
+                band = band_label(lo, hi)
+                mean = (lo + hi) / 2.0
+                nominal = t * live * mean
+                run_live = live
+                if nominal > budget:
+                    run_live = max(1, int(budget // (t * mean)))
+                    if notes is not None:
+                        notes.append("**Scaled down**: live=%d threads=%d band=%s would hold "
+                                     "%s (%d x %d blocks of %s on average), more than the %s "
+                                     "allowed (half the RAM); it ran with %d live blocks per "
+                                     "thread (%s) and is labelled live=%d->%d."
+                                     % (live, t, band, fmt_bytes(nominal), t, live,
+                                        fmt_bytes(mean), fmt_bytes(budget), run_live,
+                                        fmt_bytes(t * run_live * mean), live, run_live))
+                live_txt = "%d" % live if run_live == live else "%d->%d" % (live, run_live)
+                blocks = t * run_live
+                # Fill, warm-up and teardown: about a microsecond per block,
+                # more where every block faults in fresh pages.
+                extra = blocks * (0.4e-6 + 2.5e-6 * min(mean, 8192.0) / 4096.0)
+                cells.append(Cell("churn", "live=%s threads=%d band=%s" % (live_txt, t, band),
+                                  {"live": live, "live_run": run_live, "threads": t,
+                                   "band": band, "min": lo, "max": hi, "seconds": seconds,
+                                   "pattern": CHURN_PATTERN, "warmup": CHURN_WARMUP,
+                                   "seed": SEED},
+                                  "churn", ["--threads", t, "--min", lo, "--max", hi,
+                                            "--live", run_live, "--pattern", CHURN_PATTERN,
+                                            "--warmup", CHURN_WARMUP, "--seconds", seconds,
+                                            "--seed", SEED],
+                                  est=seconds + 0.03 + 0.002 * t + extra,
+                                  timeout=seconds + 120 + 60 * extra))
     return cells
 
 
-def plan(mode, server_threads, notes):
+def churn_notes(grid, scaled):
+    out = ["After an untimed warm-up of one step per slot; pattern %s: one malloc or free "
+           "per step at a random one of 2 x live slots, so about live blocks per thread stay "
+           "allocated (issue 8; the seed ran 8 s per cell); seed %d." % (CHURN_PATTERN, SEED)]
+    for live, bands, threads, secs in grid:
+        out.append("live=%d: %s s per cell; bands %s; threads %s." % (
+            live, secs, ", ".join(band_label(*b) for b in bands), ",".join(map(str, threads))))
+    return out + scaled
+
+
+def churn_grid(mode, seconds=None):
+    """[(live, bands, threads, seconds per cell)] of a mode's churn cells;
+    seconds, when given, replaces the mode's durations."""
+    if mode == "quick":     # the seed's surface at 64 live blocks, issue 8's grid above it
+        grid = [(64, CHURN_BANDS, CHURN_THREADS, 0.3)] + \
+               [(live, CHURN_TABLE_BANDS, CHURN_TABLE_THREADS, 0.4) for live in CHURN_LIVE[1:]]
+    elif mode == "full":
+        grid = [(live, CHURN_BANDS, CHURN_THREADS, 8.0) for live in CHURN_LIVE]
+    else:                   # churn-table
+        grid = [(live, CHURN_TABLE_BANDS, CHURN_TABLE_THREADS, 1.0) for live in CHURN_LIVE]
+    return [(live, b, t, seconds or secs) for live, b, t, secs in grid]
+
+
+def plan(mode, server_threads, notes, churn_seconds=None):
     """Every cell of every test, for mode 'quick' or 'full'. notes[test]
-    collects what the report should say about sizes and scaling."""
+    collects what the report should say about sizes and scaling.
+    churn_seconds replaces the churn cells' durations (--seconds)."""
     quick = mode == "quick"
     cells = []
 
-    secs = 0.4 if quick else 8.0
-    cells += churn_cells(CHURN_BANDS, CHURN_THREADS, secs)
-    notes["churn"] = ["%s s per cell (the seed ran 8 s); %d live blocks per thread; "
-                      "bands %s; seed %d." % (secs, 64, ", ".join(band_label(*b) for b in CHURN_BANDS), SEED)]
+    grid = churn_grid(mode, churn_seconds)
+    scaled = []
+    cells += churn_cells(grid, churn_budget(), scaled)
+    notes["churn"] = churn_notes(grid, scaled)
 
     count, loops = (1_000_000, 3) if quick else (3_000_000, 10)
     cells.append(Cell("shrink_realloc", "count=%d loops=%d" % (count, loops),
@@ -298,6 +372,50 @@ def plan(mode, server_threads, notes):
                                   est=n * t * 0.03e-6 + 0.03))
     notes["pools"] = ["Operations per thread: the seed's (1M, 1M, 300k for 4, 8, 16 threads)%s."
                       % (" divided by %d (quick mode)" % scale if scale > 1 else "")]
+
+    # Issue 8: producer/consumer, mixed sizes, large blocks.
+    secs = 1.0 if quick else 5.0
+    pc_threads = [2, 8] if quick else [2, 4, 8, 16, 32]
+    pc_bands = [(8, 4096)] if quick else [(8, 4096), (4096, 65536)]
+    ring = 256
+    for lo, hi in pc_bands:
+        for t in pc_threads:
+            p, c = t // 2, t - t // 2
+            cells.append(Cell("prodcons", "threads=%d (%d+%d) band=%s" % (t, p, c, band_label(lo, hi)),
+                              {"threads": t, "producers": p, "consumers": c, "band": band_label(lo, hi),
+                               "min": lo, "max": hi, "ring": ring, "seconds": secs, "seed": SEED},
+                              "prodcons", ["--producers", p, "--consumers", c, "--min", lo,
+                                           "--max", hi, "--ring", ring, "--seconds", secs,
+                                           "--seed", SEED],
+                              est=secs + 0.05, timeout=secs + 120))
+    notes["prodcons"] = ["%s s per cell; half the threads produce, half consume; one ring of %d "
+                         "blocks per producer-consumer pair; bands %s." % (
+                             secs, ring, ", ".join(band_label(*b) for b in pc_bands))]
+
+    mixed_cells = [(500_000, 5_000_000)] if quick else [(100_000, 50_000_000), (1_000_000, 50_000_000)]
+    for live, ops in mixed_cells:
+        cells.append(Cell("mixed", "live=%d ops=%d" % (live, ops),
+                          {"live": live, "ops": ops, "seed": SEED},
+                          "mixed", ["--live", live, "--ops", ops, "--seed", SEED],
+                          est=0.3e-6 * ops + 0.8e-6 * live + 0.05))
+    notes["mixed"] = ["One thread, sizes 8 B-64 KiB skewed to small (half <= 64 B, mean ~590 B): "
+                      "%s." % "; ".join("about %d live blocks (~%d MiB), %d steps" % (
+                          live, live * 594 // (1 << 20), ops) for live, ops in mixed_cells)]
+
+    large_cells = [(1, 1000), (4, 250)] if quick else [(1, 10_000), (4, 2_500), (16, 625)]
+    lo, hi, live = 256 << 10, 32 << 20, 4
+    for t, ops in large_cells:
+        cells.append(Cell("large", "threads=%d ops=%d" % (t, ops),
+                          {"threads": t, "live": live, "ops": ops, "min": lo, "max": hi,
+                           "dist": "log", "touch": "pages", "seed": SEED},
+                          "large", ["--threads", t, "--live", live, "--ops", ops, "--min", lo,
+                                    "--max", hi, "--seed", SEED],
+                          # ~6.5 MiB per malloc, half the steps; about 0.3 s per GiB faulted.
+                          est=0.3 * t * ops / 2 * 6.5 / 1024 + 0.05))
+    notes["large"] = ["Blocks of %s-%s, log-uniform (mean ~6.5 MiB), every page written and "
+                      "checked; about %d live per thread; steps per thread: %s." % (
+                          short_size(lo), short_size(hi), live,
+                          ", ".join("%d at %d thread(s)" % (ops, t) for t, ops in large_cells))]
 
     wrk_threads = min(2, os.cpu_count() or 2)
     if quick:
@@ -438,6 +556,8 @@ def judge(test, alloc, run, rss_limit_kb):
         except ValueError:
             maxrss = None
     if maxrss is None or maxrss <= 0:
+        # wait4's ru_maxrss carries this runner's own RSS across the exec
+        # (Linux folds the pre-exec high-water mark in): a fallback only.
         maxrss = float(run["maxrss_kb"]) if run.get("maxrss_kb") else None
     if test == "objects" and "alloc_s" in metrics and "free_s" in metrics:
         metrics["total_s"] = metrics["alloc_s"] + metrics["free_s"]
@@ -692,7 +812,7 @@ def git_commit():
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        prog="run.py", description="spry's benchmark suite (issue 3): every test, every allocator.",
+        prog="run.py", description="spry's benchmark suite (issues 3 and 8): every test, every allocator.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="tests: " + ", ".join(suite.TEST_ORDER) +
                "\nallocators: " + ", ".join(suite.ALLOCATORS))
@@ -702,7 +822,8 @@ def parse_args(argv):
     mode.add_argument("--full", action="store_const", dest="mode", const="full",
                       help="the seeds' sizes and durations (hours)")
     mode.add_argument("--churn-table", action="store_const", dest="mode", const="churn-table",
-                      help="only issue 2's churn table (bands 16-128 B .. 64-512 KiB, T=1,2,8,64)")
+                      help="only the churn grid of issues 2 and 8 (live 64, 1024, 4096 x "
+                           "bands 16-128 B .. 64-512 KiB x T=1,2,8,64)")
     ap.add_argument("--build", default="build", help="build directory (default: build)")
     ap.add_argument("--bench-dir", help="where the benchmark programs are (default: BUILD/bench)")
     ap.add_argument("--only", action="append", default=[], metavar="TEST",
@@ -742,20 +863,13 @@ def main(argv):
 
     test_notes = {}
     if args.mode == "churn-table":
-        secs = args.seconds or 1.0
-        cells = churn_cells(CHURN_TABLE_BANDS, CHURN_TABLE_THREADS, secs)
-        test_notes["churn"] = ["Issue 2's table: %s s per cell." % secs]
+        grid = churn_grid("churn-table", args.seconds)
+        scaled = []
+        cells = churn_cells(grid, churn_budget(), scaled)
+        test_notes["churn"] = ["Issue 8's grid (issue 2's table at three working sets)."] + \
+            churn_notes(grid, scaled)
     else:
-        cells = plan(args.mode, args.server_threads, test_notes)
-        if args.seconds:
-            for c in cells:
-                if c.test == "churn":
-                    i = c.args.index("--seconds")
-                    c.args[i + 1] = str(args.seconds)
-                    c.params["seconds"] = args.seconds
-                    c.est, c.timeout = args.seconds + 0.03, args.seconds + 120
-            test_notes["churn"][0] = "%s s per cell (--seconds)." % args.seconds + \
-                test_notes["churn"][0].split(";", 1)[1]
+        cells = plan(args.mode, args.server_threads, test_notes, args.seconds)
     if args.only:
         cells = [c for c in cells if c.test in args.only]
 
@@ -812,6 +926,10 @@ def main(argv):
     if args.dry_run:
         for t, (n, est) in per_test.items():
             print("  %-15s %4d cells  ~%s" % (t, n, fmt_dur(est)))
+        for t, lines in test_notes.items():
+            for line in lines:
+                if line.startswith("**Scaled"):
+                    print("  %s: %s" % (t, line.replace("**", "")))
         return 0
     if not cells:
         print("run.py: nothing to run", file=sys.stderr)
@@ -915,6 +1033,7 @@ def main(argv):
     runs_log.close()
 
     meta["elapsed_s"] = time.monotonic() - t_start
+    meta["load_after"] = round(os.getloadavg()[0], 2)
     if meta["load_before"] > 0.5 * ncpu:
         meta.setdefault("notes", []).append(
             "**The machine was busy**: load average %.1f on %d CPUs when the run started. "
@@ -933,8 +1052,14 @@ def main(argv):
         res = aggregate.Results.load(csv_path)
         table = markdown.churn_table(res)
         with open(os.path.join(outdir, "churn_table.md"), "w") as f:
-            f.write("# Churn table (issue 2), ops/s in millions and peak RSS\n\n")
-            f.write("\n".join(table) + "\n")
+            f.write("# Churn grid (issues 2 and 8): millions of malloc/free pairs per second "
+                    "and peak RSS\n\n")
+            f.write("Run %s, %d repeat(s), commit %s; load average %.2f at the start, %.2f at "
+                    "the end, %s CPUs.\n\n" % (meta["started"], args.repeats, meta["commit"],
+                                                meta["load_before"], meta["load_after"], ncpu))
+            for note in test_notes.get("churn", []):
+                f.write("- %s\n" % note)
+            f.write("\n" + "\n".join(table) + "\n")
         print("\n".join(table))
     print("run.py: %d runs (%d ok) in %s" % (progress.done_runs, ok_runs, fmt_dur(meta["elapsed_s"])))
     print("run.py: results in %s" % outdir)

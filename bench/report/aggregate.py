@@ -5,14 +5,27 @@ stored as one CSV row per metric, all with the run's status, detected
 allocator, maxrss_kb and wall time; a run that produced nothing (failed,
 CORRUPT, timeout) is one row with an empty metric.
 
-Only runs with status "ok" feed medians and ratios; every other status is
-listed as a problem, never dropped silently.
+Only runs with status "ok" feed medians; every other status is listed as a
+problem, never dropped silently.
+
+Failures count as losses. A cell FAILED for an allocator when any of its
+runs there crashed, found CORRUPT memory, timed out, was killed or printed
+no result (a "mismatch", a preload that did not take, is the machine's
+problem, not the allocator's: it is listed, not counted). In ratios and
+geometric means a FAILED cell takes the penalty value: the worst median of
+the allocators that did not fail in that cell, made FAILURE_PENALTY times
+worse (times 2 for a time or an RSS, halved for a rate). So a failure never
+drops out of a geometric mean and always costs more than the slowest
+finisher. When both sides of a ratio failed it has no value.
 """
 import csv
 import math
 import statistics
 
 from . import suite
+
+# How much worse than the worst finisher a FAILED cell counts.
+FAILURE_PENALTY = 2.0
 
 CSV_FIELDS = ["test", "cell", "params", "allocator", "detected", "repeat", "status",
               "metric", "value", "better", "maxrss_kb", "wall_s"]
@@ -141,6 +154,48 @@ class Results:
                 if r.ok and r.maxrss_kb is not None and r.maxrss_kb > 0]
         return Stat(vals)
 
+    def failure(self, test, cell, alloc):
+        """The status of this allocator's first failed run in the cell (crash,
+        CORRUPT, timeout, ...), or None. Mismatches are not failures."""
+        for r in self.runs_of(test, cell, alloc):
+            if not r.ok and not r.status.startswith("mismatch"):
+                return r.status
+        return None
+
+    def effective(self, test, cell, alloc, metric, rss=False):
+        """(value, failed) of an allocator in a cell as ratios use it: its
+        median, or when the cell FAILED for it the penalty (the worst median
+        among the allocators that did not fail, FAILURE_PENALTY times worse;
+        None when nobody finished)."""
+        if self.failure(test, cell, alloc) is None:
+            st = self.rss(test, cell, alloc) if rss else self.stat(test, cell, alloc, metric)
+            return st.median, False
+        others = []
+        for a in self.allocators_of(test):
+            if a == alloc or self.failure(test, cell, a) is not None:
+                continue
+            st = self.rss(test, cell, a) if rss else self.stat(test, cell, a, metric)
+            if st.median is not None and st.median > 0:
+                others.append(st.median)
+        if not others:
+            return None, True
+        if not rss and suite.better(metric) == "higher":
+            return min(others) / FAILURE_PENALTY, True
+        return max(others) * FAILURE_PENALTY, True
+
+    def failed_cells(self, test=None):
+        """[(test, cell, allocator, status)] of every FAILED cell, in order."""
+        out = []
+        for t in self.tests:
+            if test is not None and t != test:
+                continue
+            for cell in self.cells[t]:
+                for a in self.allocators_of(t):
+                    st = self.failure(t, cell, a)
+                    if st is not None:
+                        out.append((t, cell, a, st))
+        return out
+
     def problems(self, test=None):
         """Runs whose status is not ok, in run order."""
         out = [r for k, r in sorted(self.runs.items(),
@@ -154,22 +209,36 @@ class Results:
 
     def time_ratio(self, test, cell, peer, subject=suite.SUBJECT):
         """spry's time over the peer's time for the headline metric (for a
-        rate, the inverse rate ratio): below 1 spry is faster."""
+        rate, the inverse rate ratio): below 1 spry is faster. A FAILED side
+        takes its penalty value; None when both failed or a side has no data."""
         metric = self.primary(test)
         if metric is None:
             return None
-        s = self.stat(test, cell, subject, metric).median
-        p = self.stat(test, cell, peer, metric).median
-        if not s or not p or s <= 0 or p <= 0:
+        s, sf = self.effective(test, cell, subject, metric)
+        p, pf = self.effective(test, cell, peer, metric)
+        if (sf and pf) or not s or not p or s <= 0 or p <= 0:
             return None
         return p / s if suite.better(metric) == "higher" else s / p
 
     def rss_ratio(self, test, cell, peer, subject=suite.SUBJECT):
-        s = self.rss(test, cell, subject).median
-        p = self.rss(test, cell, peer).median
-        if not s or not p:
+        s, sf = self.effective(test, cell, subject, None, rss=True)
+        p, pf = self.effective(test, cell, peer, None, rss=True)
+        if (sf and pf) or not s or not p:
             return None
         return s / p
+
+    def best_peer(self, test, cell, subject=suite.SUBJECT, rss=False):
+        """(ratio, peer) against the best peer of the cell: the largest of
+        spry's ratios (the fastest peer, or the leanest for rss), or
+        (None, None) when no ratio exists."""
+        best = (None, None)
+        for peer in self.peers(subject):
+            if peer not in self.allocators_of(test):
+                continue
+            r = (self.rss_ratio if rss else self.time_ratio)(test, cell, peer, subject)
+            if r is not None and (best[0] is None or r > best[0]):
+                best = (r, peer)
+        return best
 
     def peers(self, subject=suite.SUBJECT):
         return [a for a in self.allocators if a != subject]
@@ -177,26 +246,44 @@ class Results:
     def summary(self, subject=suite.SUBJECT):
         """Geometric means of spry's time and RSS ratios: per test (over its
         cells) and overall (over the tests' means, so a test with many cells
-        does not outweigh the others). Returns
-        {peer: {"tests": {test: (time_gm, rss_gm, ncells)}, "time": gm, "rss": gm}}."""
+        does not outweigh the others). FAILED cells count with their penalty
+        (see the module's comment). Returns {peer: {"tests": {test: (time_gm,
+        rss_gm, ncells)}, "time": gm, "rss": gm, "failed": (cells FAILED for
+        spry, cells FAILED for the peer)}}, and under the key "best peer" the
+        same against the best peer of each cell."""
         out = {}
         if subject not in self.allocators:
             return out
-        for peer in self.peers(subject):
+        for peer in self.peers(subject) + ["best peer"]:
             per_test = {}
+            failed = [0, 0]
             for test in self.tests:
                 if not suite.test_info(test)["peers"]:
                     continue
-                tr = [self.time_ratio(test, c, peer, subject) for c in self.cells[test]]
-                rr = [self.rss_ratio(test, c, peer, subject) for c in self.cells[test]]
+                if peer == "best peer":
+                    tr = [self.best_peer(test, c, subject)[0] for c in self.cells[test]]
+                    rr = [self.best_peer(test, c, subject, rss=True)[0] for c in self.cells[test]]
+                else:
+                    if peer not in self.allocators_of(test):
+                        continue
+                    tr = [self.time_ratio(test, c, peer, subject) for c in self.cells[test]]
+                    rr = [self.rss_ratio(test, c, peer, subject) for c in self.cells[test]]
                 n = sum(1 for v in tr if v)
                 if n == 0 and not any(rr):
                     continue
                 per_test[test] = (geomean(tr), geomean(rr), n)
+                for c in self.cells[test]:
+                    if self.failure(test, c, subject) is not None:
+                        failed[0] += 1
+                    if peer != "best peer" and self.failure(test, c, peer) is not None:
+                        failed[1] += 1
+            if not per_test:
+                continue
             out[peer] = {
                 "tests": per_test,
                 "time": geomean([v[0] for v in per_test.values()]),
                 "rss": geomean([v[1] for v in per_test.values()]),
+                "failed": tuple(failed),
             }
         return out
 

@@ -1,9 +1,13 @@
 """PNG charts with matplotlib (Agg backend, no display needed).
 
-    churn_surface_<allocator>.png   the churn surface, 3D, as seed 000 drew it
-    churn_surfaces.png              all allocators side by side, same z scale
-    churn_<spry>_vs_<peer>.png      relative heatmap: log2 of spry's rate over the
-                                    peer's; red where spry is slower
+    churn_surface_<allocator>.png   the churn surface at the first working set
+                                    (64 live blocks), 3D, as seed 000 drew it
+    churn_live<K>_surfaces.png      per working set K: all allocators side by side,
+                                    same z scale
+    churn_live<K>_relative.png      per working set K: heatmaps of spry's rate over
+                                    each peer's and over the best peer's of each
+                                    cell (log2 colour; red where spry is slower;
+                                    FAILED cells and scaled-down live sets marked)
     <test>.png                      bars (or lines) of the headline metric and
                                     peak RSS per allocator
     summary_relative.png            per test and peer, log2 of the geometric-mean
@@ -52,11 +56,21 @@ def _save(fig, outdir, name, written):
 
 # ---- churn ---------------------------------------------------------------
 
-def _churn_grid(res):
-    """Threads and bands of the churn cells, sorted, and cell lookup."""
+def _churn_groups(res):
+    """{live size: [cells]} in first-seen order (64 for results without it)."""
+    info = suite.test_info("churn")
+    out = {}
+    for cell in res.cells.get("churn", []):
+        g = str(res.cell_params[("churn", cell)].get(info["group"], info["group_default"]))
+        out.setdefault(g, []).append(cell)
+    return out
+
+
+def _churn_grid(res, cells):
+    """Threads and bands of these churn cells, sorted, and cell lookup."""
     test = "churn"
     threads, bands, where = [], [], {}
-    for cell in res.cells.get(test, []):
+    for cell in cells:
         p = res.cell_params[(test, cell)]
         t = suite.num(p.get("threads", 0))
         b = (suite.num(p.get("min", 0)), suite.num(p.get("max", 0)), p.get("band", cell))
@@ -76,7 +90,7 @@ def _churn_matrix(res, alloc, threads, bands, where):
     for i, b in enumerate(bands):
         for j, t in enumerate(threads):
             cell = where.get((t, b))
-            if cell:
+            if cell and res.failure("churn", cell, alloc) is None:
                 m = res.stat("churn", cell, alloc, "mops").median
                 if m is not None:
                     z[i, j] = m
@@ -109,74 +123,132 @@ def _surface(ax, z, threads, bands, title, zmax=None):
     ax.view_init(elev=28, azim=-55)
 
 
+SHORT = {"glibc": "gl", "jemalloc": "je", "tcmalloc": "tc", "mimalloc": "mi"}
+
+
+def _relative(res, threads, bands, where, peer):
+    """log2 of spry's rate over the peer's (or the best peer's, peer None)
+    per cell, and the text to print in each cell."""
+    import numpy as np
+    subject = suite.SUBJECT
+    lr = np.full((len(bands), len(threads)), np.nan)
+    text = [["n/a"] * len(threads) for _ in bands]
+    for i, b in enumerate(bands):
+        for j, t in enumerate(threads):
+            cell = where.get((t, b))
+            if not cell:
+                text[i][j] = ""
+                continue
+            if peer is None:
+                r, who = res.best_peer("churn", cell)
+            else:
+                r, who = res.time_ratio("churn", cell, peer), peer
+            if r is None:
+                continue
+            lr[i, j] = -math.log2(r)            # time ratio -> rate ratio
+            p = res.cell_params[("churn", cell)]
+            mark = "*" if str(p.get("live_run", p.get("live", ""))) != str(p.get("live", "")) else ""
+            if res.failure("churn", cell, subject) is not None:
+                text[i][j] = "FAILED"
+            else:
+                text[i][j] = "%.2f%s" % (1.0 / r, mark)
+                if res.failure("churn", cell, who) is not None:
+                    text[i][j] += "\n%s FAILED" % SHORT.get(who, who)
+                elif peer is None:
+                    text[i][j] += "\n" + SHORT.get(who, who)
+    return lr, text
+
+
 def churn_charts(res, outdir):
     import numpy as np
     plt = _plt()
     written = []
-    threads, bands, where = _churn_grid(res)
-    if not threads or not bands:
-        return written
     allocs = res.allocators_of("churn")
-    mats = {a: _churn_matrix(res, a, threads, bands, where) for a in allocs}
-    zmax = max([np.nanmax(m) for m in mats.values() if not np.all(np.isnan(m))] or [1.0])
-    for a in allocs:
-        fig = plt.figure(figsize=(7.5, 5.5))
-        ax = fig.add_subplot(111, projection="3d")
-        _surface(ax, mats[a], threads, bands,
-                 "churn surface: %s (millions of malloc/free pairs per second)" % a)
-        _save(fig, outdir, "churn_surface_%s.png" % a, written)
-    n = len(allocs)
-    cols = min(n, 3)
-    rows = int(math.ceil(n / cols))
-    fig = plt.figure(figsize=(5.2 * cols, 4.4 * rows))
-    for k, a in enumerate(allocs):
-        ax = fig.add_subplot(rows, cols, k + 1, projection="3d")
-        _surface(ax, mats[a], threads, bands, a, zmax=zmax * 1.05)
-    fig.suptitle("churn surfaces, same scale (Mops/s)")
-    _save(fig, outdir, "churn_surfaces.png", written)
-
     subject = suite.SUBJECT
-    if subject in mats:
-        for peer in [a for a in allocs if a != subject]:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lr = np.log2(mats[subject] / mats[peer])
-            finite = lr[np.isfinite(lr)]
-            lim = max(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
-            fig, ax = plt.subplots(figsize=(1.1 * len(threads) + 2.5, 0.55 * len(bands) + 1.8))
+    for gi, (live, cells) in enumerate(_churn_groups(res).items()):
+        threads, bands, where = _churn_grid(res, cells)
+        if not threads or not bands:
+            continue
+        mats = {a: _churn_matrix(res, a, threads, bands, where) for a in allocs}
+        zmax = max([np.nanmax(m) for m in mats.values() if not np.all(np.isnan(m))] or [1.0])
+        surfaces = len(threads) > 1 and len(bands) > 1
+        if gi == 0 and surfaces:
+            for a in allocs:
+                fig = plt.figure(figsize=(7.5, 5.5))
+                ax = fig.add_subplot(111, projection="3d")
+                _surface(ax, mats[a], threads, bands,
+                         "churn surface: %s, %s live blocks per thread\n(millions of "
+                         "malloc/free pairs per second)" % (a, live))
+                _save(fig, outdir, "churn_surface_%s.png" % a, written)
+        if surfaces:
+            n = len(allocs)
+            cols = min(n, 3)
+            rows = int(math.ceil(n / cols))
+            fig = plt.figure(figsize=(5.2 * cols, 4.4 * rows))
+            for k, a in enumerate(allocs):
+                ax = fig.add_subplot(rows, cols, k + 1, projection="3d")
+                _surface(ax, mats[a], threads, bands, a, zmax=zmax * 1.05)
+            fig.suptitle("churn surfaces, %s live blocks per thread, same scale (Mops/s)" % live)
+            _save(fig, outdir, "churn_live%s_surfaces.png" % live, written)
+
+        if subject not in mats or len(allocs) < 2:
+            continue
+        peers = [a for a in allocs if a != subject]
+        panels = peers + ([None] if len(peers) > 1 else [])
+        rel = [_relative(res, threads, bands, where, p) for p in panels]
+        finite = np.concatenate([m[np.isfinite(m)] for m, _ in rel])
+        # One colour scale for all panels; beyond 8x it saturates (the
+        # number is printed), so one huge ratio does not wash out the rest.
+        lim = min(3.0, max(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0))
+        cols = min(len(panels), 3)
+        rows = int(math.ceil(len(panels) / cols))
+        w, h = 0.95 * len(threads) + 1.6, 0.5 * len(bands) + 1.3
+        fig, axes = plt.subplots(rows, cols, figsize=(w * cols + 1.2, h * rows + 0.8), squeeze=False)
+        im = None
+        for k, (peer, (lr, text)) in enumerate(zip(panels, rel)):
+            ax = axes[k // cols][k % cols]
             im = ax.imshow(np.ma.masked_invalid(lr), cmap="RdBu", vmin=-lim, vmax=lim,
                            aspect="auto", origin="lower")
             for i in range(len(bands)):
                 for j in range(len(threads)):
                     v = lr[i, j]
-                    if np.isfinite(v):
-                        r = 2.0 ** v
-                        ax.text(j, i, "%.2f" % r,
-                                ha="center", va="center", fontsize=7,
-                                color="white" if abs(v) > lim * 0.6 else "black",
-                                fontweight="bold" if r < 1 / suite.LOSS_MARGIN else "normal")
-                    else:
-                        ax.text(j, i, "n/a", ha="center", va="center", fontsize=7)
+                    slow = np.isfinite(v) and 2.0 ** v < 1 / suite.LOSS_MARGIN
+                    ax.text(j, i, text[i][j], ha="center", va="center", fontsize=6.5,
+                            color="white" if np.isfinite(v) and abs(v) > lim * 0.6 else "black",
+                            fontweight="bold" if slow or text[i][j].startswith("FAILED")
+                            else "normal")
             ax.set_xticks(range(len(threads)))
-            ax.set_xticklabels([str(t) for t in threads])
+            ax.set_xticklabels([str(t) for t in threads], fontsize=7)
             ax.set_yticks(range(len(bands)))
-            ax.set_yticklabels([b[2] for b in bands])
-            ax.set_xlabel("threads")
-            ax.set_ylabel("block sizes")
-            ax.set_title("churn: %s's Mops/s over %s's (red: %s slower, blue: faster;\n"
-                         "bold: slower by more than %d%%)"
-                         % (subject, peer, subject, round((suite.LOSS_MARGIN - 1) * 100)),
-                         fontsize=10)
-            cb = fig.colorbar(im, ax=ax)
-            cb.set_label("log2(%s Mops / %s Mops)" % (subject, peer))
-            _save(fig, outdir, "churn_%s_vs_%s.png" % (subject, peer), written)
+            ax.set_yticklabels([b[2] for b in bands], fontsize=7)
+            if k // cols == rows - 1:
+                ax.set_xlabel("threads", fontsize=8)
+            if k % cols == 0:
+                ax.set_ylabel("block sizes", fontsize=8)
+            ax.set_title("vs %s" % (peer or "the best peer of each cell"), fontsize=9)
+        for k in range(len(panels), rows * cols):
+            axes[k // cols][k % cols].axis("off")
+        fig.suptitle("churn, %s live blocks per thread: %s's Mops/s over each peer's (red: %s "
+                     "slower, blue: faster;\nbold: slower by more than %d%%; * live set scaled "
+                     "down to fit memory)" % (live, subject, subject,
+                                              round((suite.LOSS_MARGIN - 1) * 100)), fontsize=10)
+        fig.tight_layout(rect=(0, 0, 0.93, 0.95))
+        cax = fig.add_axes([0.945, 0.1, 0.012, 0.75])
+        cb = fig.colorbar(im, cax=cax)
+        cb.set_label("log2(%s Mops / peer Mops)" % subject, fontsize=8)
+        _save(fig, outdir, "churn_live%s_relative.png" % live, written)
     return written
 
 
 # ---- the other tests -----------------------------------------------------
 
 def _values(res, test, cells, alloc, metric, rss):
+    """Medians per cell; NaN where there is none or the cell FAILED."""
     out = []
     for c in cells:
+        if res.failure(test, c, alloc) is not None:
+            out.append(float("nan"))
+            continue
         st = res.rss(test, c, alloc) if rss else res.stat(test, c, alloc, metric)
         v = st.median
         out.append(float("nan") if v is None else (v / 1024.0 if rss else v))
@@ -195,6 +267,11 @@ def _bars(ax, res, test, metric, rss):
         vals = _values(res, test, cells, a, metric, rss)
         allv += [v for v in vals if v == v and v > 0]
         ax.bar(x + (k - (n - 1) / 2) * width, vals, width, label=a, color=_color(a, allocs))
+        for i, c in enumerate(cells):
+            if res.failure(test, c, a) is not None:
+                ax.text(x[i] + (k - (n - 1) / 2) * width, 0.02, "FAILED", rotation=90,
+                        ha="center", va="bottom", fontsize=7, color=_color(a, allocs),
+                        fontweight="bold", transform=ax.get_xaxis_transform())
     if allv and max(allv) / min(allv) > 50:
         ax.set_yscale("log")
     ax.set_xticks(x)
@@ -226,6 +303,10 @@ def _lines(ax, res, test, pts, metric, rss, xname):
         vals = _values(res, test, [c for _, c in pts], a, metric, rss)
         ax.plot(xs, vals, marker="o", markersize=3, label=a, color=_color(a, allocs),
                 linewidth=2.2 if a == suite.SUBJECT else 1.2)
+        failed = [x for x, c in pts if res.failure(test, c, a) is not None]
+        if failed:      # FAILED points: a cross at the bottom of the panel
+            ax.plot(failed, [0.03] * len(failed), "x", markersize=7, color=_color(a, allocs),
+                    transform=ax.get_xaxis_transform())
     if xname == "subpools" and xs and max(xs) / max(min(xs), 1) >= 16:
         ax.set_xscale("log", base=2)
     ax.set_xticks(xs)

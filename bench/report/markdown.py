@@ -2,7 +2,7 @@
 each peer (speed and peak RSS) with the cells where spry loses marked, the
 problems (CORRUPT, failed, timeouts, preloads that did not take) at the top,
 and the geometric means closing the report."""
-from . import suite
+from . import aggregate, suite
 
 LOSS_MARK = "\u25b2"      # ▲ spry loses this cell by more than the margin
 
@@ -57,6 +57,28 @@ def _run_state(res, test, cell, alloc):
     return "**" + ", ".join(bad) + "**" if bad else "-"
 
 
+def _failed_text(res, test, cell, alloc):
+    """Text for a FAILED cell: FAILED, what went wrong, how many runs."""
+    runs = res.runs_of(test, cell, alloc)
+    bad = [r for r in runs if not r.ok and not r.status.startswith("mismatch")]
+    kinds = ", ".join(sorted({r.status for r in bad}))
+    share = "" if len(bad) == len(runs) else " in %d of %d runs" % (len(bad), len(runs))
+    return "**FAILED** (%s%s)" % (kinds, share)
+
+
+def _ratio_text(res, test, cell, r, peer, subject):
+    """A ratio cell: the number, marked when spry loses, and FAILED when a
+    side failed (the ratio then holds that side's penalty)."""
+    if r is None:
+        return "-"
+    if res.failure(test, cell, subject) is not None:
+        return "**FAILED %.2f %s**" % (r, LOSS_MARK)
+    txt = fmt_ratio(r)
+    if peer and res.failure(test, cell, peer) is not None:
+        txt += " (%s FAILED)" % peer
+    return txt
+
+
 def _table(header, rows, text_cols=1):
     """A markdown table; the first text_cols columns left-aligned, the rest
     (numbers) right-aligned."""
@@ -67,22 +89,34 @@ def _table(header, rows, text_cols=1):
     return out
 
 
-def _value_table(res, test, metric, allocs, peers, with_ratios, rss=False):
+def _value_table(res, test, metric, allocs, peers, with_ratios, rss=False, cells=None):
+    """One row per cell: each allocator's median (FAILED where it failed),
+    then spry's ratio to each peer and, with two peers or more, to the best
+    peer of the row (named)."""
     subject = suite.SUBJECT
     header = ["cell"] + allocs
+    best = with_ratios and len(peers) > 1
     if with_ratios:
         header += ["%s vs %s" % (subject, p) for p in peers]
+    if best:
+        header.append("%s vs %s" % (subject, "leanest" if rss else "best"))
     rows = []
-    for cell in res.cells[test]:
+    for cell in (res.cells[test] if cells is None else cells):
         row = [cell]
         for a in allocs:
+            if res.failure(test, cell, a) is not None:
+                row.append(_failed_text(res, test, cell, a))
+                continue
             st = res.rss(test, cell, a) if rss else res.stat(test, cell, a, metric)
             txt = (fmt_mib(st.median) if rss else fmt_stat(st))
             row.append(txt if txt is not None else _run_state(res, test, cell, a))
         if with_ratios:
             for p in peers:
                 r = res.rss_ratio(test, cell, p) if rss else res.time_ratio(test, cell, p)
-                row.append(fmt_ratio(r))
+                row.append(_ratio_text(res, test, cell, r, p, subject))
+        if best:
+            r, p = res.best_peer(test, cell, rss=rss)
+            row.append("-" if r is None else "%s (%s)" % (_ratio_text(res, test, cell, r, None, subject), p))
         rows.append(row)
     return _table(header, rows)
 
@@ -114,6 +148,21 @@ def _problems_section(res, meta):
         lines.append("None: every run finished and every preload took effect "
                      "(each program's detected allocator matched the one preloaded).")
     lines.append("")
+    failed = res.failed_cells()
+    if failed:
+        lines += ["**%d cell(s) FAILED** (an allocator crashed, found CORRUPT memory, timed "
+                  "out, was killed or printed no result in at least one run). Each counts as a "
+                  "loss for that allocator: in ratios and geometric means it takes the worst "
+                  "median of the allocators that finished the cell, made %g times worse "
+                  "(twice the time or RSS, half the rate). Tables show **FAILED**." % (
+                      len(failed), aggregate.FAILURE_PENALTY), ""]
+        by_alloc = {}
+        for t, c, a, st in failed:
+            by_alloc.setdefault(a, []).append("%s %s" % (t, c))
+        for a, where in by_alloc.items():
+            lines.append("- %s: %d FAILED cell(s): %s%s" % (a, len(where), "; ".join(where[:12]),
+                                                           " ..." if len(where) > 12 else ""))
+        lines.append("")
     return lines
 
 
@@ -127,11 +176,18 @@ def _summary_section(res):
     lines += ["Time ratio = %s's time / the peer's time on each test's headline metric "
               "(for a rate, the peer's rate / %s's), RSS ratio = %s's peak RSS / the peer's; "
               "below 1 is better for %s. Geometric mean over each test's cells, then over "
-              "the tests (each test counts once)." % (subject, subject, subject, subject), ""]
+              "the tests (each test counts once). \"best peer\" compares each cell with "
+              "whichever peer did best in it (the fastest, the leanest). A FAILED cell counts "
+              "as a loss for the allocator that failed (its value: the worst finisher's, "
+              "%g times worse); a cell where both sides failed is left out." % (
+                  subject, subject, subject, subject, aggregate.FAILURE_PENALTY), ""]
     rows = []
     for peer, s in summ.items():
-        rows.append([peer, fmt_ratio(s["time"]), fmt_ratio(s["rss"]), str(len(s["tests"]))])
-    lines += _table(["peer", "time ratio", "RSS ratio", "tests"], rows)
+        f = s.get("failed", (0, 0))
+        rows.append([peer, fmt_ratio(s["time"]), fmt_ratio(s["rss"]), str(len(s["tests"])),
+                     "%d / %s" % (f[0], "-" if peer == "best peer" else f[1])])
+    lines += _table(["peer", "time ratio", "RSS ratio", "tests",
+                     "FAILED cells (%s / peer)" % subject], rows)
     lines += ["", "Per test (time ratio / RSS ratio):", ""]
     peers = list(summ)
     rows = []
@@ -150,7 +206,8 @@ def _summary_section(res):
     lines += ["### Cells where %s is slower (time ratio > %.2f)" % (subject, suite.LOSS_MARGIN), ""]
     if losses:
         lines += _table(["test", "cell", "peer", "time ratio"],
-                        [[t, c, p, "%.2f" % r] for t, c, p, r in losses[:40]], 3)
+                        [[t, c, p, "%.2f%s" % (r, " (FAILED)" if res.failure(t, c, subject) else "")]
+                         for t, c, p, r in losses[:40]], 3)
         if len(losses) > 40:
             lines.append("")
             lines.append("... and %d more (see the tables above)." % (len(losses) - 40))
@@ -169,6 +226,53 @@ def _summary_section(res):
         lines.append("None.")
     lines.append("")
     return lines
+
+
+def _groups(res, test, info):
+    """{group value: [cells]} in first-seen order; one group of every cell
+    when the test has no group param."""
+    if not info["group"]:
+        return {"": list(res.cells[test])}
+    out = {}
+    for cell in res.cells[test]:
+        g = str(res.cell_params[(test, cell)].get(info["group"], info["group_default"]))
+        out.setdefault(g, []).append(cell)
+    return out
+
+
+def _chart_lines(files):
+    """Charts inline; per-allocator churn surfaces as links."""
+    inline = [c for c in files if not c.startswith("churn_surface_")]
+    linked = [c for c in files if c.startswith("churn_surface_")]
+    L = ["![%s](%s)" % (c, c) for c in inline]
+    if linked:
+        L += ["", "One surface per allocator: " +
+              ", ".join("[%s](%s)" % (c[len("churn_surface_"):-4], c) for c in linked) + "."]
+    if files:
+        L.append("")
+    return L
+
+
+def _test_tables(res, test, info, allocs, peers, with_ratios, cells):
+    L = []
+    metric = res.primary(test)
+    if metric:
+        unit = suite.UNITS.get(metric, "")
+        L += ["**%s**%s, %s is better:" % (metric, " (%s)" % unit if unit else "",
+                                           suite.better(metric)), ""]
+        L += _value_table(res, test, metric, allocs, peers, with_ratios, cells=cells)
+        L.append("")
+    L += ["**Peak RSS** (MiB), lower is better:", ""]
+    L += _value_table(res, test, None, allocs, peers, with_ratios, rss=True, cells=cells)
+    L.append("")
+    for extra in info["extra"]:
+        if extra not in res.metrics_of(test):
+            continue
+        unit = suite.UNITS.get(extra, "")
+        L += ["%s%s:" % (extra, " (%s)" % unit if unit else ""), ""]
+        L += _value_table(res, test, extra, allocs, [], False, cells=cells)
+        L.append("")
+    return L
 
 
 def write(res, meta, charts, path):
@@ -195,6 +299,10 @@ def write(res, meta, charts, path):
                  "5-10% can be noise (use --repeats 3 for medians).")
     if meta.get("elapsed_s") is not None:
         L.append("- Wall time of the whole run: %.0f s." % meta["elapsed_s"])
+    if meta.get("load_before") is not None:
+        L.append("- Load average (1 minute) when the run started: %.2f%s; on %s CPUs." % (
+            meta["load_before"], ", when it ended: %.2f" % meta["load_after"]
+            if meta.get("load_after") is not None else "", mach.get("cpus", "?")))
     L += ["",
           "How to read it: values are medians over the repeats (\u00b1 half the min-max range "
           "when there are several and it is at least 0.5%%). \"%s vs X\" is a ratio with X "
@@ -235,37 +343,25 @@ def write(res, meta, charts, path):
         allocs = res.allocators_of(test)
         with_ratios = info["peers"] and subject in allocs
         peers = [a for a in allocs if a != subject] if with_ratios else []
-        L += ["## %d. %s (seed %s)" % (i, info["title"], info["seed"]), "", info["what"], ""]
+        L += ["## %d. %s (%s)" % (i, info["title"], suite.origin(info)), "", info["what"], ""]
         for note in (meta.get("test_notes") or {}).get(test, []):
             L.append("- " + note)
         if (meta.get("test_notes") or {}).get(test):
             L.append("")
-        inline = [c for c in charts.get(test, []) if not c.startswith("churn_surface_")]
-        linked = [c for c in charts.get(test, []) if c.startswith("churn_surface_")]
-        for c in inline:
-            L.append("![%s](%s)" % (c, c))
-        if linked:
-            L += ["", "One surface per allocator: " +
-                  ", ".join("[%s](%s)" % (c[len("churn_surface_"):-4], c) for c in linked) + "."]
-        if charts.get(test):
-            L.append("")
-        metric = res.primary(test)
-        if metric:
-            unit = suite.UNITS.get(metric, "")
-            L += ["**%s**%s, %s is better:" % (metric, " (%s)" % unit if unit else "",
-                                               suite.better(metric)), ""]
-            L += _value_table(res, test, metric, allocs, peers, with_ratios)
-            L.append("")
-        L += ["**Peak RSS** (MiB), lower is better:", ""]
-        L += _value_table(res, test, None, allocs, peers, with_ratios, rss=True)
-        L.append("")
-        for extra in info["extra"]:
-            if extra not in res.metrics_of(test):
-                continue
-            unit = suite.UNITS.get(extra, "")
-            L += ["%s%s:" % (extra, " (%s)" % unit if unit else ""), ""]
-            L += _value_table(res, test, extra, allocs, [], False)
-            L.append("")
+        groups = _groups(res, test, info)
+        files = charts.get(test, [])
+        grouped = {g: [c for c in files if ("_%s%s_" % (info["group"], g)) in c] for g in groups} \
+            if info["group"] else {}
+        if grouped:     # the per-allocator surfaces are drawn for the first group
+            first = list(groups)[0]
+            grouped[first] += [c for c in files if c.startswith("churn_surface_")]
+        ungrouped = [c for c in files if not any(c in v for v in grouped.values())]
+        L += _chart_lines(ungrouped)
+        for g, cells in groups.items():
+            if info["group"]:
+                L += ["### %s = %s" % (info["group"], g), ""]
+                L += _chart_lines(grouped.get(g, []))
+            L += _test_tables(res, test, info, allocs, peers, with_ratios, cells)
         if "big_ok" in res.metrics_of(test):
             refused = ["%s under %s" % (cell, a) for cell in res.cells[test] for a in allocs
                        if _below_one(res.stat(test, cell, a, "big_ok").median)]
@@ -289,32 +385,48 @@ def write(res, meta, charts, path):
 
 
 def churn_table(res, meta_mode=""):
-    """Issue 2's table: churn ops/s of every allocator and peak RSS per cell,
-    as markdown lines."""
+    """Issue 8's grid (issue 2's table at each working set): churn Mops/s of
+    every allocator and peak RSS per cell, spry's rate over the best peer's
+    (the issue's convention: above 1 spry is faster; its target is >= 0.95),
+    one table per live size, as markdown lines."""
     test = "churn"
     if test not in res.cells:
         return ["(no churn results)"]
+    info = suite.test_info(test)
     allocs = res.allocators_of(test)
-    header = ["band", "T"] + ["%s Mops/s" % a for a in allocs] + ["%s RSS MiB" % a for a in allocs]
-    if suite.SUBJECT in allocs:
-        header.append("%s ahead of all" % suite.SUBJECT)
-    rows = []
-    for cell in res.cells[test]:
-        p = res.cell_params[(test, cell)]
-        row = [p.get("band", cell), p.get("threads", "")]
-        meds = {}
-        for a in allocs:
-            st = res.stat(test, cell, a, "mops")
-            meds[a] = st.median
-            row.append(fmt_stat(st) or _run_state(res, test, cell, a))
-        for a in allocs:
-            row.append(fmt_mib(res.rss(test, cell, a).median) or "-")
-        if suite.SUBJECT in allocs:
-            s = meds.get(suite.SUBJECT)
-            others = [v for a, v in meds.items() if a != suite.SUBJECT]
-            if s is None or any(v is None for v in others):
-                row.append("?")
-            else:
-                row.append("yes" if all(s > v for v in others) else "**no**")
-        rows.append(row)
-    return _table(header, rows, 2)
+    subject = suite.SUBJECT
+    has_subject = subject in allocs and len(allocs) > 1
+    out = []
+    for g, cells in _groups(res, test, info).items():
+        out += ["## live = %s blocks per thread" % g, ""]
+        header = ["band", "T", "live run"] + ["%s Mops/s" % a for a in allocs] + \
+            ["%s RSS MiB" % a for a in allocs]
+        if has_subject:
+            header += ["%s / best peer" % subject, "target >= 0.95"]
+        rows = []
+        for cell in cells:
+            p = res.cell_params[(test, cell)]
+            live_run = p.get("live_run", p.get("live", g))
+            row = [p.get("band", cell), p.get("threads", ""),
+                   str(live_run) + ("" if str(live_run) == str(p.get("live", live_run))
+                                    else " (scaled)")]
+            for a in allocs:
+                if res.failure(test, cell, a) is not None:
+                    row.append(_failed_text(res, test, cell, a))
+                else:
+                    row.append(fmt_stat(res.stat(test, cell, a, "mops")) or
+                               _run_state(res, test, cell, a))
+            for a in allocs:
+                row.append(fmt_mib(res.rss(test, cell, a).median) or "-")
+            if has_subject:
+                r, peer = res.best_peer(test, cell)
+                if r is None:
+                    row += ["?", "?"]
+                else:
+                    fail = " FAILED" if res.failure(test, cell, subject) else ""
+                    row += ["%.2f (%s)%s" % (1.0 / r, peer, fail),
+                            "yes" if 1.0 / r >= 0.95 and not fail else "**no**"]
+            rows.append(row)
+        out += _table(header, rows, 3)
+        out.append("")
+    return out

@@ -21,13 +21,19 @@ LOSS_MARGIN = 1.05
 #   x         for "lines": the param on the x axis
 #   panel     for "lines": the params that split panels
 #   peers     False when only one allocator can run it (frag32)
+#   group     a param that splits the test into sections, each with its own
+#             tables and charts (churn: live); group_default for rows
+#             without it (results of older runs)
 TESTS = {
     "churn": dict(
-        title="Churn surface", seed="000, BigBrain 2020", primary="mops",
-        chart="surface",
+        title="Churn surface and working sets", seed="000, BigBrain 2020; issue 8",
+        primary="mops", chart="surface", group="live", group_default="64",
         what="Each thread mallocs and frees blocks of random size in a band for a fixed "
-             "time, checking every block's contents before free; millions of "
-             "malloc/free pairs per second, summed over threads."),
+             "time, keeping about `live` blocks allocated (one malloc or free per step at "
+             "a random slot), checking every block's contents before free; millions of "
+             "malloc/free pairs per second, summed over threads. One section per working "
+             "set: 64 live blocks per thread (the seed's surface: every block in cache) "
+             "and 1,024 and 4,096 (issue 8: the heap no longer fits in cache)."),
     "shrink_realloc": dict(
         title="Shrink-realloc", seed="000, comment 3", primary="seconds", chart="bars",
         what="N strings grown to 20,000 bytes, one byte touched per 4 KiB, shrunk to "
@@ -62,6 +68,22 @@ TESTS = {
         chart="lines", x="subpools", panel=["kind", "threads"],
         what="A pool of objects kept in a std::list versus an intrusive list, one pool "
              "versus 4..64 sub-pools, 4/8/16 threads."),
+    "prodcons": dict(
+        title="Producer/consumer", seed="issue 8", primary="mops", chart="bars",
+        what="Half the threads malloc blocks of random size and pass them through bounded "
+             "lock-free rings to the other half, which check and free them: every block is "
+             "freed by a thread other than its allocator's. Millions of blocks handed over "
+             "per second, and peak RSS."),
+    "mixed": dict(
+        title="Mixed sizes, large live set", seed="issue 8", primary="seconds", chart="bars",
+        extra=["fill_s", "steps_s", "free_s"],
+        what="One thread keeps hundreds of thousands of live blocks of 8 B-64 KiB (skewed to "
+             "small sizes) and mallocs or frees one at a random slot per step. seconds = "
+             "fill + steps + free of the live set."),
+    "large": dict(
+        title="Large-block loop", seed="issue 8", primary="seconds", chart="bars",
+        what="Blocks of 256 KiB-32 MiB allocated, written on every page, checked and freed, "
+             "a few live per thread; wall time of the steps and peak RSS."),
     "server": dict(
         title="Server capacity", seed="003, IntraWeb under JMeter",
         primary="requests_per_s", chart="bars",
@@ -97,7 +119,15 @@ def test_info(test):
     info.setdefault("what", "")
     info.setdefault("peers", True)
     info.setdefault("extra", [])
+    info.setdefault("group", None)
+    info.setdefault("group_default", "")
     return info
+
+
+def origin(info):
+    """Where a test comes from, for its heading: "seed 000, ..." or "issue 8"."""
+    s = info.get("seed", "")
+    return s if s.startswith("issue") else "seed " + s
 
 
 def format_params(params):

@@ -14,7 +14,8 @@ if(NOT SPRY_SELFTEST_PYTHON)
 endif()
 
 set(SPRY_SELFTEST ${CMAKE_CURRENT_LIST_DIR}/selftest.py)
-foreach(case missing_allocator corrupt mismatch missing_program plan aggregate report_charts)
+foreach(case missing_allocator corrupt mismatch missing_program plan churn_grid aggregate failures
+    report_charts)
   add_test(NAME bench_selftest_${case}
     COMMAND ${SPRY_SELFTEST_PYTHON} ${SPRY_SELFTEST} ${case})
   set_tests_properties(bench_selftest_${case} PROPERTIES

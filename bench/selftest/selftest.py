@@ -10,8 +10,14 @@ allocator installed:
     corrupt            a program that exits 3 with CORRUPT is reported loudly
     mismatch           a run whose detected allocator differs is flagged
     missing_program    a test whose program is not built is skipped, said so
-    plan               quick mode's plan fits in 10 minutes and covers issue 3
+    plan               quick mode's plan fits in 10 minutes and covers issues 3
+                       and 8 (the churn working-set axis, producer/consumer,
+                       mixed sizes, large blocks)
+    churn_grid         churn cells too big for memory are scaled down and
+                       labelled; the churn table shows each live size
     aggregate          ratios and geometric means computed right
+    failures           a FAILED cell (crash, CORRUPT, timeout) counts as a loss
+                       with the documented penalty; a mismatch does not
     report_charts      report.md and PNGs from a synthetic CSV (skips without
                        matplotlib: exit 77)
 Cases about the HTTP server (ARG = the webserver binary):
@@ -161,6 +167,10 @@ def case_corrupt(tmp):
           re.search(r"\*\*CORRUPT\*\* \|", rep), "the test's table shows CORRUPT in spry's column")
     logs = os.listdir(os.path.join(out, "logs"))
     check(any("spry" in l for l in logs), "the failed run's output is kept in logs/")
+    # glibc's total_s is 0.75: spry's FAILED cell counts as twice that.
+    check(re.search(r"\| glibc \| \*\*2\.00 \u25b2\*\* \|", rep),
+          "the summary counts the CORRUPT cell as a loss for spry (time ratio 2.00), not dropped")
+    check("**1 cell(s) FAILED**" in rep, "the Problems section counts the FAILED cell")
 
 
 def case_mismatch(tmp):
@@ -208,9 +218,29 @@ def case_plan(tmp):
     check(threads == [1, 2, 4, 8, 16, 32, 64], "churn threads 1..64")
     check(len(bands) >= 8 and bands[0][0] == 8 and bands[-1][1] == 1 << 20 and
           any(b[1] == 256 << 10 for b in bands), "churn has >= 8 bands from 8 B to 256 KiB and 1 MiB")
+    lives = sorted({c.params["live"] for c in churn})
+    check(lives == [64, 1024, 4096], "churn has the working-set axis 64, 1024, 4096")
+    for live in (1024, 4096):
+        grid = {(c.params["min"], c.params["max"], c.params["threads"])
+                for c in churn if c.params["live"] == live}
+        want = {(lo, hi, t) for lo, hi in runner.CHURN_TABLE_BANDS
+                for t in runner.CHURN_TABLE_THREADS}
+        check(grid == want, "live=%d covers issue 8's grid (4 bands x threads 1,2,8,64)" % live)
+    check(all("--live" in c.args and c.args[c.args.index("--pattern") + 1] == "steps"
+              for c in churn), "every churn cell passes --live and the steps pattern")
+    pc = [c for c in cells if c.test == "prodcons"]
+    check(sorted(c.params["threads"] for c in pc) == [2, 8] and
+          all(c.params["producers"] + c.params["consumers"] == c.params["threads"] for c in pc),
+          "producer/consumer at 2 and 8 threads in quick mode")
+    mixed = [c for c in cells if c.test == "mixed"]
+    check(mixed and all(c.params["live"] >= 100_000 for c in mixed),
+          "mixed sizes with a live set of 100k blocks or more")
+    large = [c for c in cells if c.test == "large"]
+    check(large and all(c.params["min"] == 256 << 10 and c.params["max"] == 32 << 20 for c in large),
+          "the large-block loop spans 256 KiB-32 MiB")
     n_alloc = len(suite.ALLOCATORS)
     est = sum(c.est * (1 if c.only else n_alloc) for c in cells)
-    check(est < 420, "quick plan estimate %.0f s for 5 allocators is well under 600 s" % est)
+    check(est < 450, "quick plan estimate %.0f s for 5 allocators leaves room under 600 s" % est)
     full = runner.plan("full", 4, {})
     sr = [c for c in full if c.test == "shrink_realloc"][0]
     check(sr.params["count"] == 3_000_000 and sr.params["loops"] == 10,
@@ -221,10 +251,11 @@ def case_plan(tmp):
     check(r.returncode == 0 and "estimated" in r.stdout, "--dry-run prints the plan")
 
 
-def synthetic_rows():
-    """Two churn cells, objects and pools for glibc, jemalloc, spry: spry
-    twice as fast as both in churn, 4x in objects; slower than jemalloc in
-    one pools cell."""
+def synthetic_rows(with_live=False):
+    """Four churn cells, objects and pools for glibc, jemalloc, spry: spry
+    twice as fast as both in churn, 4x in objects; faster in one pools cell,
+    FAILED (a timeout in one of its runs) in the other. with_live adds four
+    churn cells at live=1024 (one group per live size in the report)."""
     rows = []
 
     def add(test, cell, params, alloc, metric, value, rss, status="ok", rep=0):
@@ -234,12 +265,23 @@ def synthetic_rows():
 
     for t in (1, 2):
         for lo, hi in ((8, 32), (32, 128)):
-            cell = "threads=%d band=%d-%dB" % (t, lo, hi)
+            cell = "threads=%d band=%d-%dB" % (t, lo, hi)     # an older run: no live param
             params = "threads=%d;band=%d-%dB;min=%d;max=%d" % (t, lo, hi, lo, hi)
             for rep in (0, 1):
                 add("churn", cell, params, "glibc", "mops", 10.0 * t + rep, 1000, rep=rep)
                 add("churn", cell, params, "jemalloc", "mops", 10.0 * t + rep, 2000, rep=rep)
                 add("churn", cell, params, "spry", "mops", 20.0 * t + 2 * rep, 1000, rep=rep)
+    if with_live:       # the working-set axis: spry 0.8x jemalloc at live=1024
+        for t in (1, 2):
+            for lo, hi in ((8, 32), (32, 128)):
+                run = 1024 if t == 1 else 300
+                live = "1024" if run == 1024 else "1024->300"
+                cell = "live=%s threads=%d band=%d-%dB" % (live, t, lo, hi)
+                params = "live=1024;live_run=%d;threads=%d;band=%d-%dB;min=%d;max=%d" % (
+                    run, t, lo, hi, lo, hi)
+                add("churn", cell, params, "glibc", "mops", 5.0 * t, 3000)
+                add("churn", cell, params, "jemalloc", "mops", 10.0 * t, 3000)
+                add("churn", cell, params, "spry", "mops", 8.0 * t, 3000)
     for a, v in (("glibc", 4.0), ("jemalloc", 4.0), ("spry", 1.0)):
         add("objects", "count=10", "count=10", a, "total_s", v, 4096)
         add("objects", "count=10", "count=10", a, "alloc_s", v * 0.75, 4096)
@@ -280,16 +322,131 @@ def case_aggregate(tmp):
           "RSS ratio spry/peer")
     summ = res.summary()
     # vs jemalloc: churn gm 0.5 (all cells ~0.5: (10+.5)/(20+1)), objects 0.25,
-    # pools gm of (1.0/2.0, 1.5/1.0) = sqrt(0.75).
+    # pools gm of (1.0/2.0, 4.0/1.0): spry's timed-out cell counts as twice
+    # the worst finisher's 2.0 s.
     churn_gm = summ["jemalloc"]["tests"]["churn"][0]
-    expect = math.exp((math.log(churn_gm) + math.log(0.25) + math.log(math.sqrt(0.75))) / 3)
+    expect = math.exp((math.log(churn_gm) + math.log(0.25) + math.log(math.sqrt(2.0))) / 3)
     check(abs(summ["jemalloc"]["time"] - expect) < 1e-9,
-          "overall geomean is the geomean of the per-test geomeans (%.4f)" % expect)
+          "overall geomean is the geomean of the per-test geomeans, FAILED cell included (%.4f)"
+          % expect)
+    check(summ["jemalloc"]["failed"] == (1, 0), "the summary counts spry's FAILED cell")
+    best = res.best_peer("objects", "count=10")
+    check(best[1] in ("glibc", "jemalloc") and abs(best[0] - 0.25) < 1e-9,
+          "ratio to the best peer of a cell")
     losses = res.losses()
-    check([(t, c, p) for t, c, p, _ in losses] == [("pools", "kind=list threads=4 subpools=4", "jemalloc")],
-          "the one cell where spry loses is found")
+    check([(t, c, p) for t, c, p, _ in losses] ==
+          [("pools", "kind=list threads=4 subpools=4", "jemalloc"),
+           ("pools", "kind=list threads=4 subpools=4", "glibc")],
+          "the FAILED cell is a loss against both peers, worst first")
     probs = res.problems()
     check(len(probs) == 1 and probs[0].status == "timeout", "a timeout is a problem, not dropped")
+
+
+def failure_rows():
+    """mixed (seconds, lower is better) and prodcons (mops, higher is better)
+    under five allocators, with failures of every kind."""
+    rows = []
+
+    def add(test, cell, alloc, value, status="ok", rss=1000):
+        rows.append({"test": test, "cell": cell, "params": cell.replace(" ", ";"),
+                     "allocator": alloc, "detected": alloc, "repeat": 0, "status": status,
+                     "metric": "seconds" if test == "mixed" else "mops",
+                     "value": value if status == "ok" else "", "better": "",
+                     "maxrss_kb": rss if status == "ok" else "", "wall_s": 0.1})
+
+    peers = ["glibc", "jemalloc", "tcmalloc", "mimalloc"]
+    for a, v in zip(peers + ["spry"], (2.0, 1.0, 1.0, 1.0, 1.0)):    # A: all finish
+        add("mixed", "case=A", a, v)
+    for a, v in zip(peers, (4.0, 2.0, 2.0, 2.0)):                     # B: spry crashes
+        add("mixed", "case=B", a, v, rss=2000)
+    add("mixed", "case=B", "spry", None, status="crashed (SIGSEGV)")
+    for a, v in zip(peers + ["spry"], (3.0, None, 1.0, 1.0, 1.0)):    # C: jemalloc CORRUPT
+        add("mixed", "case=C", a, v, status="CORRUPT" if a == "jemalloc" else "ok")
+    for a, v in zip(peers + ["spry"], (2.0, None, 1.0, 1.0, None)):   # D: both time out
+        add("mixed", "case=D", a, v, status="timeout" if v is None else "ok")
+    for a, v in zip(peers + ["spry"], (2.0, 1.0, 1.0, 1.0, None)):    # E: spry's preload
+        add("mixed", "case=E", a, v, status="mismatch (found glibc)" if v is None else "ok")
+    for a, v in zip(peers + ["spry"], (4.0, 8.0, 10.0, 6.0, None)):   # a rate: spry killed
+        add("prodcons", "threads=2", a, v, status="killed (RSS over 100 MiB)" if v is None else "ok")
+    return rows
+
+
+def case_failures(tmp):
+    from report import aggregate, markdown
+    path = os.path.join(tmp, "results.csv")
+    write_csv(path, failure_rows())
+    res = aggregate.Results.load(path)
+    check(res.failure("mixed", "case=B", "spry") == "crashed (SIGSEGV)" and
+          res.failure("mixed", "case=A", "spry") is None, "a crash makes the cell FAILED")
+    check(res.failure("mixed", "case=E", "spry") is None,
+          "a mismatch (the preload did not take) is not the allocator's failure")
+    pen = aggregate.FAILURE_PENALTY
+    check(res.effective("mixed", "case=B", "spry", "seconds") == (4.0 * pen, True),
+          "a FAILED time is the worst finisher's times %g" % pen)
+    check(abs(res.time_ratio("mixed", "case=B", "jemalloc") - 4.0 * pen / 2.0) < 1e-9,
+          "spry's crash is a loss against every peer (%.1f vs jemalloc)" % (4.0 * pen / 2.0))
+    check(abs(res.time_ratio("mixed", "case=C", "jemalloc") - 1.0 / (3.0 * pen)) < 1e-9,
+          "a peer's CORRUPT cell is a loss for that peer")
+    check(res.time_ratio("mixed", "case=D", "jemalloc") is None and
+          abs(res.time_ratio("mixed", "case=D", "glibc") - pen) < 1e-9,
+          "both failed: no ratio; against a finisher spry's timeout counts")
+    check(res.time_ratio("mixed", "case=E", "glibc") is None, "a mismatch leaves no ratio")
+    check(abs(res.time_ratio("prodcons", "threads=2", "tcmalloc") - 10.0 / (4.0 / pen)) < 1e-9,
+          "a FAILED rate is the slowest finisher's divided by %g" % pen)
+    check(abs(res.rss_ratio("mixed", "case=B", "glibc") - pen) < 1e-9,
+          "a FAILED cell's peak RSS is the worst finisher's times %g" % pen)
+    summ = res.summary()
+    # vs tcmalloc: A 1, B 8/2, C 1, D (spry timed out) 2*2/1; E no ratio
+    tr = [1.0, 4.0 * pen / 2.0, 1.0, 2.0 * pen / 1.0]
+    gm = math.exp(sum(math.log(v) for v in tr) / len(tr))
+    check(abs(summ["tcmalloc"]["tests"]["mixed"][0] - gm) < 1e-9,
+          "the geometric mean counts the FAILED cells (%.4f)" % gm)
+    check(summ["jemalloc"]["failed"] == (3, 2), "FAILED cells counted per side (spry 3, jemalloc 2)")
+    check("best peer" in summ, "the summary has a best-peer column")
+    check(("mixed", "case=B", "tcmalloc") in [(t, c, p) for t, c, p, _ in res.losses()],
+          "spry's crash is listed among the losses")
+    out = os.path.join(tmp, "report.md")
+    markdown.write(res, {}, {}, out)
+    rep = read(out)
+    check(re.search(r"\| case=B \|.*\| \*\*FAILED\*\* \(crashed \(SIGSEGV\)\) \|", rep),
+          "the table shows FAILED and why in spry's column")
+    check(re.search(r"\| case=B \|.*\*\*FAILED 4\.00 \u25b2\*\*", rep),
+          "the ratio column shows the penalty ratio, marked FAILED")
+    check("(jemalloc FAILED)" in rep, "a peer's failure is marked in the ratio column")
+    check(re.search(r"\*\*\d+ cell\(s\) FAILED\*\*", rep) and "made 2 times worse" in rep,
+          "the Problems section explains the penalty")
+
+
+def case_churn_grid(tmp):
+    import run as runner
+    from report import aggregate, markdown
+    notes = []
+    grid = [(64, [(8, 32)], [1], 0.1), (4096, [(65536, 524288)], [1, 64], 0.1)]
+    cells = runner.churn_cells(grid, 8 << 30, notes)
+    big = [c for c in cells if c.params["threads"] == 64][0]
+    check(big.params["live"] == 4096 and big.params["live_run"] < 4096 and
+          big.args[big.args.index("--live") + 1] == str(big.params["live_run"]),
+          "a cell that would hold 72 GiB runs with fewer live blocks (%d)" % big.params["live_run"])
+    check(big.params["live_run"] * 64 * (65536 + 524288) / 2 <= 8 << 30, "and fits the budget")
+    check("->" in big.label and len(notes) == 1 and "Scaled down" in notes[0],
+          "its label and a note say so: " + big.label)
+    small = [c for c in cells if c.params["threads"] == 1 and c.params["live"] == 4096][0]
+    check(small.params["live_run"] == 4096, "a cell that fits is not scaled")
+    path = os.path.join(tmp, "results.csv")
+    write_csv(path, synthetic_rows(with_live=True))
+    res = aggregate.Results.load(path)
+    lines = markdown.churn_table(res)
+    text = "\n".join(lines)
+    print(text)
+    check("## live = 64 blocks per thread" in text and "## live = 1024 blocks per thread" in text,
+          "the churn table has a section per live size")
+    check("300 (scaled)" in text, "the scaled cell is marked in the table")
+    check(re.search(r"\| 0\.80 \(jemalloc\) \| \*\*no\*\* \|", text),
+          "spry at 0.8x the best peer misses the 0.95 target")
+    out = os.path.join(tmp, "report.md")
+    markdown.write(res, {}, {}, out)
+    rep = read(out)
+    check("### live = 64" in rep and "### live = 1024" in rep, "report.md: a churn section per live size")
 
 
 def case_report_charts(tmp):
@@ -299,7 +456,7 @@ def case_report_charts(tmp):
         return SKIP
     out = os.path.join(tmp, "res")
     os.makedirs(out)
-    write_csv(os.path.join(out, "results.csv"), synthetic_rows())
+    write_csv(os.path.join(out, "results.csv"), synthetic_rows(with_live=True))
     r = subprocess.run([PY, os.path.join(BENCH, "report", "make_report.py"), out],
                        capture_output=True, text=True, timeout=120)
     print(r.stdout + r.stderr)
@@ -307,14 +464,17 @@ def case_report_charts(tmp):
     rep = read(os.path.join(out, "report.md"))
     pngs = sorted(f for f in os.listdir(out) if f.endswith(".png"))
     check(len(pngs) >= 1, "PNG charts written: %s" % ", ".join(pngs))
-    for want in ("churn_surface_spry.png", "churn_spry_vs_jemalloc.png", "objects.png",
+    for want in ("churn_surface_spry.png", "churn_live64_surfaces.png",
+                 "churn_live64_relative.png", "churn_live1024_relative.png", "objects.png",
                  "summary_relative.png"):
         check(want in pngs, want + " drawn")
     check(all(os.path.getsize(os.path.join(out, p)) > 1000 for p in pngs), "PNGs are not empty")
     check("## Summary: spry versus each peer (geometric means)" in rep, "report has the summary")
-    check(re.search(r"\| kind=list threads=4 subpools=4 \|.*\*\*1\.50 \u25b2\*\*", rep),
-          "the losing cell is marked in its table")
-    check("![churn_surfaces.png](churn_surfaces.png)" in rep, "report links the charts")
+    check(re.search(r"\| kind=list threads=4 subpools=4 \|.*\*\*FAILED 4\.00 \u25b2\*\*", rep),
+          "the FAILED cell is marked in its table, with its penalty ratio")
+    sec = rep.split("### live = 1024")[1].split("## ")[0]
+    check("![churn_live1024_relative.png](churn_live1024_relative.png)" in sec,
+          "each live size's section shows its own heatmaps")
     check("**timeout**" in rep, "the timed-out run is in the report")
 
 
@@ -494,6 +654,8 @@ CASES = {
     "missing_program": case_missing_program,
     "plan": case_plan,
     "aggregate": case_aggregate,
+    "failures": case_failures,
+    "churn_grid": case_churn_grid,
     "report_charts": case_report_charts,
     "server": case_server,
     "server_sigterm": case_server_sigterm,
