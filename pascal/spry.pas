@@ -62,6 +62,10 @@ unit spry;
 
 interface
 
+{$if not defined(CPUX86_64) or not defined(LINUX)}
+  {$fatal spry: Linux x86-64 only, as spry itself}
+{$endif}
+
 {$ifdef SPRY_SHARED}
   {$define SPRY_EXTERNAL := external 'spry'}
 {$else}
@@ -191,10 +195,8 @@ begin
   SpryReAllocMem := p;
 end;
 
-function SpryMemSize(p: Pointer): PtrUInt;
-begin
-  SpryMemSize := spry_usable_size(p);
-end;
+type
+  TMemSizeFunc = function(p: Pointer): PtrUInt;
 
 function Clamp32(v: SizeUInt): Cardinal;
 begin
@@ -344,7 +346,10 @@ begin
   mm.FreeMemSize := @SpryFreeMemSize;
   mm.AllocMem := @SpryAllocMem;
   mm.ReAllocMem := @SpryReAllocMem;
-  mm.MemSize := @SpryMemSize;
+  { MemSize is spry_usable_size itself: the RTL's procedure variables use
+    the x86-64 System V convention, as cdecl does, so no wrapper is needed
+    (the RTL's AnsiString SetLength calls MemSize on nearly every append) }
+  mm.MemSize := TMemSizeFunc(Pointer(@spry_usable_size));
   mm.GetHeapStatus := @SpryGetHeapStatus;
   mm.GetFPCHeapStatus := @SpryGetFPCHeapStatus;
   { blocks live in the RTL heap (a unit before spry allocated): they go
