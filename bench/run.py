@@ -474,24 +474,24 @@ def pascal_cells(mode, notes):
     count, loops = (1_000_000, 3) if quick else (3_000_000, 10)
     cells.append(Cell("pascal_shrink", "count=%d loops=%d" % (count, loops),
                       {"count": count, "loops": loops}, "pascal/shrink", [count, loops],
-                      est=0.4e-6 * count * loops + 0.05, variants=variants("shrink")))
+                      est=0.15e-6 * count * loops + 0.05, variants=variants("shrink")))
     notes["pascal_shrink"] = ["%d strings x %d loops%s." % (
         count, loops, " (the seed: 3,000,000 x 10)" if quick else "")]
 
     count = 1_000_000 if quick else 5_000_000
     cells.append(Cell("pascal_objects", "count=%d" % count, {"count": count},
-                      "pascal/objects", [count], est=1.2e-6 * count + 0.05,
+                      "pascal/objects", [count], est=0.6e-6 * count + 0.05,
                       variants=variants("objects")))
     notes["pascal_objects"] = ["%d objects." % count]
 
     threads = [1, 2, 4, 8, 12] if quick else list(range(1, 13))
-    pieces, repeat = (10_000, 20) if quick else (10_000, 100)
+    pieces, repeat = (10_000, 50) if quick else (10_000, 100)
     for b in ["trivial", "builder", "blocks", "writer"]:
         for t in threads:
             cells.append(Cell("pascal_strbuild", "builder=%s threads=%d" % (b, t),
                               {"builder": b, "threads": t, "pieces": pieces, "repeat": repeat},
                               "pascal/strbuild", [b, t, pieces, repeat],
-                              est=0.004 * repeat * t / 2 + 0.05, variants=variants("strbuild")))
+                              est=0.0015 * repeat * t + 0.03, variants=variants("strbuild")))
     notes["pascal_strbuild"] = ["%d pieces per string, %d strings per thread, threads %s." % (
         pieces, repeat, ",".join(map(str, threads)))]
 
@@ -503,7 +503,7 @@ def pascal_cells(mode, notes):
                               {"threads": t, "band": band_label(lo, hi), "min": lo, "max": hi,
                                "ops": total // t, "live": 64},
                               "pascal/churn", [t, lo, hi, total // t, 64],
-                              est=total * (0.1e-6 + 2e-11 * hi) + 0.05,
+                              est=total * (0.05e-6 + 0.7e-11 * hi) + 0.03,
                               variants=variants("churn")))
     notes["pascal_churn"] = ["%d GetMem/FreeMem pairs per cell, split over the threads; 64 "
                              "live blocks per thread; bands %s." % (
@@ -1037,9 +1037,10 @@ def main(argv):
         per_test.setdefault(c.test, [0, 0.0])
         per_test[c.test][0] += 1
         per_test[c.test][1] += c.est * runs_per_cell[id(c)]
-    print("run.py: %s mode, %d cells, %d runs, allocators %s, %d repeat(s); estimated %s" % (
-        args.mode, len(cells), total_runs, ",".join(a.name for a in used), args.repeats,
-        fmt_dur(total_est)))
+    print("run.py: %s mode, %d cells, %d runs, allocators %s%s, %d repeat(s); estimated %s" % (
+        args.mode, len(cells), total_runs, ",".join(a.name for a in used),
+        " (Pascal: %s)" % ",".join(a.name for a in pascal) if any(c.variants for c in cells) else "",
+        args.repeats, fmt_dur(total_est)))
     if args.dry_run:
         for t, (n, est) in per_test.items():
             print("  %-15s %4d cells  ~%s" % (t, n, fmt_dur(est)))
