@@ -279,9 +279,10 @@ def churn_cells(grid, budget, notes=None):
 
 
 def churn_notes(grid, scaled):
-    out = ["After an untimed warm-up of one step per slot; pattern %s: one malloc or free "
-           "per step at a random one of 2 x live slots, so about live blocks per thread stay "
-           "allocated (issue 8; the seed ran 8 s per cell); seed %d." % (CHURN_PATTERN, SEED)]
+    out = ["Each cell: an untimed warm-up of one step per slot, then the timed run; pattern "
+           "%s: one malloc or free per step at a random one of 2 x live slots, so about live "
+           "blocks per thread stay allocated (issue 8; the seed ran 8 s per cell); seed %d."
+           % (CHURN_PATTERN, SEED)]
     for live, bands, threads, secs in grid:
         out.append("live=%d: %s s per cell; bands %s; threads %s." % (
             live, secs, ", ".join(band_label(*b) for b in bands), ",".join(map(str, threads))))
