@@ -100,6 +100,51 @@ begin
     end;
 end;
 
+type
+  { ends on its own (FreeOnTerminate): nobody joins it }
+  TLoner = class(TThread)
+    procedure Execute; override;
+  end;
+
+var
+  LonersLeft: LongInt = 0;
+
+procedure TLoner.Execute;
+var s: string; i: Integer;
+begin
+  s := '';
+  for i := 1 to 2000 do s := s + IntToStr(i);
+  InterlockedDecrement(LonersLeft);
+end;
+
+{ Threads that nobody joins: their heaps go dormant when they end (the RTL's
+  DoneThread, then pthread_exit runs spry's key destructor), promptly. }
+procedure CheckUnjoined;
+const
+  Loners = 8;
+var
+  st: TSpryStats;
+  i: Integer;
+  t0: QWord;
+begin
+  LonersLeft := Loners;
+  for i := 1 to Loners do
+    with TLoner.Create(True) do
+      begin
+        FreeOnTerminate := True;
+        Start;
+      end;
+  t0 := GetTickCount64;
+  repeat
+    spry_stats_get(@st);
+    if (LonersLeft = 0) and (st.heaps_abandoned + 1 >= st.heaps) then break;
+    Sleep(1);
+  until GetTickCount64 - t0 > 5000;
+  Check(st.heaps_abandoned + 1 >= st.heaps, 'heaps of unjoined threads not released after 5 s: ' +
+    IntToStr(st.heaps) + ' heaps, ' + IntToStr(st.heaps_abandoned) + ' dormant');
+  WriteLn('unjoined threads: every heap dormant ', GetTickCount64 - t0, ' ms after their start');
+end;
+
 var
   start, after: TSpryStats;
   made: Integer;
@@ -124,5 +169,6 @@ begin
   { every heap but the main thread's is dormant once the threads are joined }
   Check(after.heaps_abandoned + 1 >= after.heaps, 'thread heaps not released: ' +
     IntToStr(after.heaps) + ' heaps, ' + IntToStr(after.heaps_abandoned) + ' dormant');
+  CheckUnjoined;
   Done('test_threads');
 end.
