@@ -133,7 +133,7 @@ def discover_allocators(args):
         else:
             out.append(Allocator(name, None, False, why))
     if wanted:
-        unknown = [w for w in wanted if w not in names]
+        unknown = [w for w in wanted if w not in names and w not in PASCAL_ALLOCATORS]
         if unknown:
             sys.exit("run.py: unknown allocator(s) %s (known: %s)"
                      % (", ".join(unknown), ", ".join(names)))
@@ -145,7 +145,8 @@ def discover_allocators(args):
 class Cell:
     """One configuration of one test, run under every allocator."""
 
-    def __init__(self, test, label, params, program, args, est, only=None, timeout=None):
+    def __init__(self, test, label, params, program, args, est, only=None, timeout=None,
+                 variants=None):
         self.test = test
         self.label = label              # shown in tables: "threads=4 band=8-32B"
         self.params = params            # every argument, for the CSV
@@ -154,6 +155,9 @@ class Cell:
         self.est = est                  # expected seconds per run (progress estimate)
         self.only = only                # allocators allowed (frag32: glibc only)
         self.timeout = timeout or max(60.0, 30.0 * est)
+        # Pascal tests: one binary per allocator, the memory manager compiled
+        # in (nothing preloaded): {allocator: program file}
+        self.variants = variants
 
 
 # Metrics read from each program's RESULT line; the first is required.
@@ -169,6 +173,10 @@ METRICS = {
     "prodcons": ["mops", "ops", "seconds"],
     "mixed": ["seconds", "fill_s", "steps_s", "free_s", "mops", "live_mib"],
     "large": ["seconds", "mops", "gib"],
+    "pascal_shrink": ["seconds"],
+    "pascal_objects": ["total_s", "alloc_s", "free_s"],
+    "pascal_strbuild": ["seconds"],
+    "pascal_churn": ["mops", "seconds"],
 }
 METRICS["frag32"] = METRICS["frag"]
 
@@ -418,6 +426,8 @@ def plan(mode, server_threads, notes, churn_seconds=None):
                           short_size(lo), short_size(hi), live,
                           ", ".join("%d at %d thread(s)" % (ops, t) for t, ops in large_cells))]
 
+    cells += pascal_cells(mode, notes)
+
     wrk_threads = min(2, os.cpu_count() or 2)
     if quick:
         dur = 4
@@ -438,6 +448,95 @@ def plan(mode, server_threads, notes, churn_seconds=None):
                            "%d connections, not preloaded." % (server_threads, wrk_threads,
                                                               SERVER_CONNECTIONS))
     return cells
+
+
+# ---- the Pascal tests: the seeds' programs in Free Pascal -----------------------
+
+# The memory managers a Pascal program is built with (bench/pascal/build.sh):
+# the RTL's own heap, the cmem unit (glibc's malloc), the spry unit (libspry.a).
+PASCAL_ALLOCATORS = suite.PASCAL_ALLOCATORS
+PASCAL_HOW = {
+    "fpc-rtl": "(compiled in: the Free Pascal RTL heap)",
+    "cmem": "(compiled in: the cmem unit, glibc malloc)",
+    "spry": "(compiled in: the spry unit, libspry.a)",
+}
+PASCAL_CHURN_BANDS = [(8, 256), (256, 4096), (4096, 65536)]
+
+
+def pascal_cells(mode, notes):
+    """Seeds 000 and 001 as Free Pascal programs, each built three times
+    (PASCAL_ALLOCATORS). Quick mode: about a minute on 2 cores."""
+    quick = mode == "quick"
+    cells = []
+
+    def variants(prog):
+        return {a: os.path.join("pascal", "%s_%s" % (prog, a)) for a in PASCAL_ALLOCATORS}
+
+    count, loops = (1_000_000, 3) if quick else (3_000_000, 10)
+    cells.append(Cell("pascal_shrink", "count=%d loops=%d" % (count, loops),
+                      {"count": count, "loops": loops}, "pascal/shrink", [count, loops],
+                      est=0.15e-6 * count * loops + 0.05, variants=variants("shrink")))
+    notes["pascal_shrink"] = ["%d strings x %d loops%s." % (
+        count, loops, " (the seed: 3,000,000 x 10)" if quick else "")]
+
+    count = 1_000_000 if quick else 5_000_000
+    cells.append(Cell("pascal_objects", "count=%d" % count, {"count": count},
+                      "pascal/objects", [count], est=0.6e-6 * count + 0.05,
+                      variants=variants("objects")))
+    notes["pascal_objects"] = ["%d objects." % count]
+
+    threads = [1, 2, 4, 8, 12] if quick else list(range(1, 13))
+    pieces, repeat = (10_000, 50) if quick else (10_000, 100)
+    for b in ["trivial", "builder", "blocks", "writer"]:
+        for t in threads:
+            cells.append(Cell("pascal_strbuild", "builder=%s threads=%d" % (b, t),
+                              {"builder": b, "threads": t, "pieces": pieces, "repeat": repeat},
+                              "pascal/strbuild", [b, t, pieces, repeat],
+                              est=0.0015 * repeat * t + 0.03, variants=variants("strbuild")))
+    notes["pascal_strbuild"] = ["%d pieces per string, %d strings per thread, threads %s." % (
+        pieces, repeat, ",".join(map(str, threads)))]
+
+    threads = [1, 4, 16, 64] if quick else CHURN_THREADS
+    total = 1_000_000 if quick else 10_000_000
+    for lo, hi in PASCAL_CHURN_BANDS:
+        for t in threads:
+            cells.append(Cell("pascal_churn", "threads=%d band=%s" % (t, band_label(lo, hi)),
+                              {"threads": t, "band": band_label(lo, hi), "min": lo, "max": hi,
+                               "ops": total // t, "live": 64},
+                              "pascal/churn", [t, lo, hi, total // t, 64],
+                              est=total * (0.05e-6 + 0.7e-11 * hi) + 0.03,
+                              variants=variants("churn")))
+    notes["pascal_churn"] = ["%d GetMem/FreeMem pairs per cell, split over the threads; 64 "
+                             "live blocks per thread; bands %s." % (
+                                 total, ", ".join(band_label(*b) for b in PASCAL_CHURN_BANDS))]
+    for t in ("pascal_shrink", "pascal_objects", "pascal_strbuild", "pascal_churn"):
+        notes[t].append("Built with fpc -O2 three times: the RTL heap (fpc-rtl), `uses cmem` "
+                        "(glibc's malloc behind cmem's size prefix), `uses spry` (libspry.a "
+                        "linked in); nothing preloaded.")
+    return cells
+
+
+def build_pascal(build):
+    """Runs bench/pascal/build.sh; None when built, else why not."""
+    script = os.path.join(BENCH_DIR, "pascal", "build.sh")
+    try:
+        r = subprocess.run(["bash", script, build], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        return "bench/pascal/build.sh failed: %s" % e
+    if r.returncode == 77:
+        return "fpc is not installed (Debian package fp-compiler; make deps installs it)"
+    if r.returncode != 0:
+        tail = " ".join((r.stdout + r.stderr).strip().splitlines()[-3:])
+        return "bench/pascal/build.sh failed: %s" % tail[-300:]
+    return None
+
+
+def cell_allocators(cell, used, pascal):
+    """The allocators a cell runs under: the preloaded ones, or for a Pascal
+    cell the memory managers compiled into its binaries."""
+    if cell.variants:
+        return [a for a in pascal if a.name in cell.variants]
+    return [a for a in used if cell.only is None or a.name in cell.only]
 
 
 # ---- running one program ------------------------------------------------------
@@ -879,9 +978,19 @@ def main(argv):
     for a in allocators:
         if not a.used and a.reason != "not selected (--allocators)":
             print("run.py: allocator %s skipped: %s" % (a.name, a.reason))
-    if not used:
+    wanted = [a.strip() for a in args.allocators.split(",")] if args.allocators else None
+    if not used and not (wanted and set(wanted) & set(PASCAL_ALLOCATORS)):
         print("run.py: no allocator to run", file=sys.stderr)
         return 1
+
+    # The Pascal tests' memory managers are compiled in (nothing preloaded).
+    # --allocators selects them by name; glibc selects cmem (glibc's malloc).
+    pascal = [Allocator(n, None, True) for n in PASCAL_ALLOCATORS
+              if wanted is None or n in wanted or (n == "cmem" and "glibc" in wanted)]
+    pascal_why = None
+    if any(c.variants for c in cells) and not args.dry_run:
+        print("run.py: building the Pascal benchmarks (bench/pascal/build.sh)")
+        pascal_why = build_pascal(args.build)
 
     # Programs that are missing: the test is skipped, and the report says so.
     skipped_tests, runnable = [], []
@@ -891,7 +1000,16 @@ def main(argv):
         if c.test not in checked:
             prog = os.path.join(args.bench_dir, c.program)
             why = None
-            if not os.access(prog, os.X_OK):
+            if c.variants:
+                missing = [p for a, p in c.variants.items()
+                           if not os.access(os.path.join(args.bench_dir, p), os.X_OK)]
+                if pascal_why:
+                    why = pascal_why
+                elif not pascal:
+                    why = "none of its memory managers (%s) is selected" % ", ".join(PASCAL_ALLOCATORS)
+                elif missing and not args.dry_run:
+                    why = "programs not built: %s" % ", ".join(missing)
+            elif not os.access(prog, os.X_OK):
                 why = "program %s not built" % prog
                 if c.test == "frag32":
                     why += " (this toolchain cannot build -m32 programs; gcc-multilib provides it)"
@@ -905,15 +1023,14 @@ def main(argv):
             runnable.append(c)
     cells = runnable
     names = {a.name for a in used}
-    for test in sorted({c.test for c in cells if c.only and not names & set(c.only)}):
+    for test in sorted({c.test for c in cells if c.only and not c.variants and not names & set(c.only)}):
         why = "runs under %s only, which is not selected" % " or ".join(
             [c.only for c in cells if c.test == test][0])
         skipped_tests.append({"test": test, "reason": why})
         print("run.py: test %s skipped: %s" % (test, why))
-    cells = [c for c in cells if not c.only or names & set(c.only)]
+    cells = [c for c in cells if c.variants or not c.only or names & set(c.only)]
 
-    runs_per_cell = {id(c): len([a for a in used if c.only is None or a.name in c.only]) * args.repeats
-                     for c in cells}
+    runs_per_cell = {id(c): len(cell_allocators(c, used, pascal)) * args.repeats for c in cells}
     total_runs = sum(runs_per_cell.values())
     total_est = sum(c.est * runs_per_cell[id(c)] for c in cells)
     per_test = {}
@@ -921,9 +1038,10 @@ def main(argv):
         per_test.setdefault(c.test, [0, 0.0])
         per_test[c.test][0] += 1
         per_test[c.test][1] += c.est * runs_per_cell[id(c)]
-    print("run.py: %s mode, %d cells, %d runs, allocators %s, %d repeat(s); estimated %s" % (
-        args.mode, len(cells), total_runs, ",".join(a.name for a in used), args.repeats,
-        fmt_dur(total_est)))
+    print("run.py: %s mode, %d cells, %d runs, allocators %s%s, %d repeat(s); estimated %s" % (
+        args.mode, len(cells), total_runs, ",".join(a.name for a in used),
+        " (Pascal: %s)" % ",".join(a.name for a in pascal) if any(c.variants for c in cells) else "",
+        args.repeats, fmt_dur(total_est)))
     if args.dry_run:
         for t, (n, est) in per_test.items():
             print("  %-15s %4d cells  ~%s" % (t, n, fmt_dur(est)))
@@ -956,7 +1074,10 @@ def main(argv):
         "repeats": args.repeats, "command": " ".join([os.path.relpath(sys.argv[0], os.getcwd())
                                                       if sys.argv and sys.argv[0] else "run.py"] + argv),
         "build": args.build, "bench_dir": args.bench_dir, "commit": git_commit(),
-        "machine": machine_info(), "allocators": [a.as_meta() for a in allocators],
+        "machine": machine_info(),
+        "allocators": [a.as_meta() for a in allocators] + [
+            dict(a.as_meta(), how=PASCAL_HOW[a.name], pascal=True) for a in pascal
+            if any(c.variants for c in cells)],
         "skipped_tests": skipped_tests, "test_notes": test_notes, "failures": [],
         "rss_limit_mb": rss_limit_kb // 1024, "load_before": round(load, 2),
     }
@@ -973,7 +1094,7 @@ def main(argv):
 
     try:
         for ci, cell in enumerate(cells):
-            allowed = [a for a in used if cell.only is None or a.name in cell.only]
+            allowed = cell_allocators(cell, used, pascal)
             for rep in range(args.repeats):
                 k = rep % len(allowed)
                 for alloc in allowed[k:] + allowed[:k]:
@@ -984,7 +1105,8 @@ def main(argv):
                         wall = time.monotonic() - t_run
                         cmdline = "server (%s)" % cell.label
                     else:
-                        argv_run = [os.path.join(args.bench_dir, cell.program)] + cell.args
+                        program = cell.variants[alloc.name] if cell.variants else cell.program
+                        argv_run = [os.path.join(args.bench_dir, program)] + cell.args
                         run = run_program(argv_run, alloc.env(ctx.base_env), cell.timeout, rss_limit_kb)
                         status, metrics, detected, maxrss = judge(cell.test, alloc.name, run, rss_limit_kb)
                         wall = run["wall"]

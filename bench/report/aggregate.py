@@ -105,7 +105,7 @@ class Results:
             value = _float(row.get("value"))
             if metric and value is not None:
                 run.metrics[metric] = value
-        known = [a for a in suite.ALLOCATORS if a in allocs]
+        known = [a for a in suite.ORDER if a in allocs]
         self.allocators = known + [a for a in allocs if a not in known]
         order = {t: i for i, t in enumerate(suite.TEST_ORDER)}
         self.tests.sort(key=lambda t: order.get(t, len(order)))

@@ -166,6 +166,50 @@ def _problems_section(res, meta):
     return lines
 
 
+def _pascal_targets_section(res):
+    """Issue 10's targets, cell by cell: the spry unit at least 2x faster than
+    the RTL heap and at least as fast as cmem, peak RSS at most cmem's."""
+    subject = suite.SUBJECT
+    tests = [t for t in res.tests if suite.test_info(t)["pascal"]]
+    if not tests:
+        return []
+    lines = ["## Pascal targets (issue 10)", "",
+             "The spry unit against the Free Pascal RTL heap (target: time ratio <= 0.5) and "
+             "the cmem unit (time ratio <= 1, peak RSS ratio <= 1), every cell; ratios as "
+             "above (%s / peer, below 1 better for %s), without the 5%% noise margin." % (
+                 subject, subject), ""]
+    rows, met, total = [], 0, 0
+    for test in tests:
+        allocs = res.allocators_of(test)
+        if subject not in allocs:
+            continue
+        for cell in res.cells[test]:
+            checks = []
+            r = res.time_ratio(test, cell, "fpc-rtl", subject) if "fpc-rtl" in allocs else None
+            checks.append((r, 0.5))
+            r2 = res.time_ratio(test, cell, "cmem", subject) if "cmem" in allocs else None
+            checks.append((r2, 1.0))
+            r3 = res.rss_ratio(test, cell, "cmem", subject) if "cmem" in allocs else None
+            checks.append((r3, 1.0))
+            cols = []
+            ok = True
+            for v, bound in checks:
+                if v is None:
+                    cols.append("-")
+                    ok = False
+                else:
+                    good = v <= bound
+                    ok = ok and good
+                    cols.append("%.2f%s" % (v, "" if good else " **missed**"))
+            total += 1
+            met += ok
+            rows.append([test, cell] + cols + ["yes" if ok else "no"])
+    lines += _table(["test", "cell", "time vs fpc-rtl (<= 0.5)", "time vs cmem (<= 1)",
+                     "RSS vs cmem (<= 1)", "all met"], rows, 2)
+    lines += ["", "All three targets met in %d of %d cells." % (met, total), ""]
+    return lines
+
+
 def _summary_section(res):
     subject = suite.SUBJECT
     lines = ["## Summary: %s versus each peer (geometric means)" % subject, ""]
@@ -316,7 +360,8 @@ def write(res, meta, charts, path):
     L += ["## Allocators", ""]
     rows = []
     for a in meta.get("allocators", []):
-        rows.append([a["name"], "`%s`" % a["path"] if a.get("path") else "(none: glibc malloc)",
+        rows.append([a["name"], a["how"] if a.get("how") else
+                     "`%s`" % a["path"] if a.get("path") else "(none: glibc malloc)",
                      "yes" if a.get("used") else "**skipped**: %s" % a.get("reason", "?")])
     if rows:
         L += _table(["allocator", "preloaded library", "used"], rows, 3)
@@ -375,6 +420,7 @@ def write(res, meta, charts, path):
         L.append("![%s](%s)" % (c, c))
     if charts.get("summary"):
         L.append("")
+    L += _pascal_targets_section(res)
     L += _summary_section(res)
     if meta.get("charts_skipped"):
         L += ["", "_Charts: %s_" % meta["charts_skipped"], ""]

@@ -9,6 +9,11 @@ The CSV carries everything else, so a report can be rebuilt from a CSV alone.
 # (nothing preloaded); spry is the one under test.
 ALLOCATORS = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "spry"]
 SUBJECT = "spry"
+# The Pascal tests' memory managers, compiled into their programs: the Free
+# Pascal RTL's heap, the cmem unit (glibc's malloc) and the spry unit.
+PASCAL_ALLOCATORS = ["fpc-rtl", "cmem", "spry"]
+# Every allocator name, in the order tables and charts show them.
+ORDER = ["glibc", "jemalloc", "tcmalloc", "mimalloc", "fpc-rtl", "cmem", "spry"]
 
 # How far a ratio may sit above 1 before a cell counts as a loss for spry.
 # Seed 003: "do not consider performance differences inferior to 5%".
@@ -84,6 +89,31 @@ TESTS = {
         title="Large-block loop", seed="issue 8", primary="seconds", chart="bars",
         what="Blocks of 256 KiB-32 MiB allocated, written on every page, checked and freed, "
              "a few live per thread; wall time of the steps and peak RSS."),
+    "pascal_shrink": dict(
+        title="Pascal: shrink strings", seed="000, comment 3 (in Free Pascal)",
+        primary="seconds", chart="bars", pascal=True,
+        what="Pavel's MMTest in Free Pascal: N AnsiStrings, each SetLength'd to 20,000 "
+             "bytes, touched every 4 KiB, SetLength'd to 1 byte, all kept; repeated L "
+             "times. Time and peak RSS."),
+    "pascal_objects": dict(
+        title="Pascal: objects with string fields", seed="000, comment 4 (in Free Pascal)",
+        primary="total_s", chart="bars", extra=["alloc_s", "free_s"], pascal=True,
+        what="One thread creates millions of small objects (a class with three string "
+             "fields and numbers), assigns strings built with IntToStr to them, then frees "
+             "them all. total_s = alloc_s + free_s."),
+    "pascal_strbuild": dict(
+        title="Pascal: string building", seed="001, Memory Managers and String Building "
+        "(in Free Pascal)", primary="seconds", chart="lines", x="threads",
+        panel=["builder"], pascal=True,
+        what="The seed's four builders in Free Pascal, 1..12 TThreads at once: trivial "
+             "(s := s + piece), TStringBuilder, a write-only block stream (4 KiB blocks), "
+             "a text writer (64 KiB buffer flushed into a TMemoryStream)."),
+    "pascal_churn": dict(
+        title="Pascal: TThread churn", seed="000, BigBrain's surface (in Free Pascal)",
+        primary="mops", chart="lines", x="threads", panel=["band"], pascal=True,
+        what="TThreads each GetMem and FreeMem blocks of random size in a band at random "
+             "slots of 64 live blocks, checking them before the FreeMem; millions of pairs "
+             "per second, summed over threads."),
     "server": dict(
         title="Server capacity", seed="003, IntraWeb under JMeter",
         primary="requests_per_s", chart="bars",
@@ -121,6 +151,7 @@ def test_info(test):
     info.setdefault("extra", [])
     info.setdefault("group", None)
     info.setdefault("group_default", "")
+    info.setdefault("pascal", False)
     return info
 
 
