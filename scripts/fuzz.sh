@@ -6,7 +6,9 @@
 #
 # Runs tests/fuzz_diff (spry_* names, libspry.a) and fuzz_diff_plain
 # (standard names, libspry.so) from BUILD with 1, 4 and 16 threads, one run
-# with heavy thread churn, then, where clang has libFuzzer, the
+# with heavy thread churn, some with options that change when memory goes
+# back (purges racing live blocks, or no purge thread), then, where clang
+# has libFuzzer, the
 # coverage-guided tests/fuzz_libfuzzer built in FUZZ_BUILD (its corpus is
 # kept there, so each run starts where the last one stopped). Prints a
 # summary; exits 1 when a run failed, with its log and the command that
@@ -24,18 +26,19 @@ logs=$build/fuzz-logs
 mkdir -p "$logs"
 start=$(date +%s)
 
-# program threads life: ~20,000 steps per thread life, or 1,000 for churn
+# program threads life environment: ~20,000 steps per thread life, or 1,000
+# for churn; "-" for no option
 runs=(
-  "fuzz_diff 1 20000"
-  "fuzz_diff 4 20000"
-  "fuzz_diff 16 20000"
-  "fuzz_diff 16 1000"
-  "fuzz_diff_plain 1 20000"
-  "fuzz_diff_plain 4 5000"
-  "fuzz_diff_plain 16 20000"
+  "fuzz_diff 1 20000 -"
+  "fuzz_diff 4 20000 SPRY_PURGE_DELAY_MS=1"
+  "fuzz_diff 16 20000 -"
+  "fuzz_diff 16 1000 -"
+  "fuzz_diff_plain 1 20000 SPRY_PURGE_THREAD=0"
+  "fuzz_diff_plain 4 5000 -"
+  "fuzz_diff_plain 16 20000 SPRY_PURGE_DELAY_MS=1"
 )
 for r in "${runs[@]}"; do
-  read -r prog _ _ <<<"$r"
+  read -r prog _ _ _ <<<"$r"
   [ -x "$build/tests/$prog" ] || { echo "fuzz: $build/tests/$prog is missing (make build)" >&2; exit 2; }
 done
 echo "fuzz: first seed $seed, $secs s per run; logs in $logs/ (FUZZ_SEED=$seed repeats this)"
@@ -44,18 +47,20 @@ summary=()
 failed=0
 i=0
 for r in "${runs[@]}"; do
-  read -r prog threads life <<<"$r"
+  read -r prog threads life envv <<<"$r"
+  [ "$envv" = - ] && envv=""
   s=$((seed + i)); i=$((i + 1))
   log=$logs/$prog-t$threads-l$life-s$s.log
-  echo "fuzz: $prog --threads $threads --life $life --seed $s ..."
-  if "$build/tests/$prog" --seed "$s" --threads "$threads" --life "$life" \
+  what="${envv:+$envv }$prog --threads $threads --life $life --seed $s"
+  echo "fuzz: $what ..."
+  if env $envv "$build/tests/$prog" --seed "$s" --threads "$threads" --life "$life" \
        --ops 0 --seconds "$secs" >"$log" 2>&1; then
     # "..., N thread lives, M steps in X s, ..."
-    what=$(sed -n 's/.* \([0-9]*\) thread lives, \([0-9]*\) steps in \([0-9.]*\) s.*/\2 steps, \1 thread lives, \3 s/p' "$log")
-    summary+=("ok    $prog --threads $threads --life $life --seed $s: $what")
+    result=$(sed -n 's/.* \([0-9]*\) thread lives, \([0-9]*\) steps in \([0-9.]*\) s.*/\2 steps, \1 thread lives, \3 s/p' "$log")
+    summary+=("ok    $what: $result")
   else
     failed=$((failed + 1))
-    summary+=("FAIL  $prog --threads $threads --life $life --seed $s: see $log")
+    summary+=("FAIL  $what: see $log")
     echo "---- $log (tail)"; tail -n 12 "$log"; echo "----"
   fi
 done

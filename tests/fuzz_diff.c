@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc_api.h"
 #include "check.h"
@@ -205,12 +206,19 @@ static void parse(int argc, char **argv)
                         "a cap of 32 MiB or more, an audit period of 1 ms or more\n");
         exit(2);
     }
-    snprintf(command, sizeof command,
-             "%s --seed %llu --threads %u --ops %llu --seconds %g --life %llu "
-             "--cap-mib %zu%s", argv[0], (unsigned long long)opt.seed, opt.threads,
-             (unsigned long long)opt.ops, opt.seconds, (unsigned long long)opt.life,
-             opt.cap_mib, opt.inject == INJECT_CORRUPT ? " --inject corrupt"
-                          : opt.inject == INJECT_OVERLAP ? " --inject overlap" : "");
+    /* the replay command: spry's options from the environment, then ours */
+    size_t at = 0;
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "SPRY_", 5) && at < sizeof command)
+            at += (size_t)snprintf(command + at, sizeof command - at, "%s ", *e);
+    if (at < sizeof command)
+        snprintf(command + at, sizeof command - at,
+                 "%s --seed %llu --threads %u --ops %llu --seconds %g --life %llu "
+                 "--cap-mib %zu%s", argv[0], (unsigned long long)opt.seed, opt.threads,
+                 (unsigned long long)opt.ops, opt.seconds, (unsigned long long)opt.life,
+                 opt.cap_mib, opt.inject == INJECT_CORRUPT   ? " --inject corrupt"
+                              : opt.inject == INJECT_OVERLAP ? " --inject overlap"
+                                                             : "");
 }
 
 int main(int argc, char **argv)

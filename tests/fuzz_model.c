@@ -379,11 +379,11 @@ static void overflowing_product(struct fz_thread *t, size_t *c, size_t *s)
 
 /* ---- the operations -------------------------------------------------------------- */
 
-/* Frees a random block of the table, checked first; false when it is empty. */
-static bool free_one(struct fz_thread *t, bool sized)
+/* Frees a random block of the table (if any), checked first. */
+static void free_one(struct fz_thread *t, bool sized)
 {
     if (t->table->count == 0)
-        return false;
+        return;
     struct fz_block b = table_take(t, (unsigned)fz_below(t, t->table->count));
     begin(t, sized ? FZ_FREE_SIZED : FZ_FREE, b.p, b.req, 0);
     check_block(t, &b, "before free");
@@ -395,7 +395,6 @@ static bool free_one(struct fz_thread *t, bool sized)
     }
     live_release(t->run, b.req);
     t->done[t->op]++;
-    return true;
 }
 
 /* Room for a new block of n bytes, or else a free to make some. */
@@ -637,9 +636,9 @@ static void op_verify(struct fz_thread *t)
     t->done[FZ_VERIFY]++;
 }
 
-/* Hands block i to the thread of a random slot (possibly this one); false
- * when that mailbox is full. */
-static bool send_block(struct fz_thread *t, unsigned i)
+/* Hands block i to the thread of a random slot (possibly this one); keeps
+ * it when that mailbox is full. */
+static void send_block(struct fz_thread *t, unsigned i)
 {
     unsigned to = (unsigned)fz_below(t, t->run->mailboxes);
     struct fz_block *b = &t->table->b[i];
@@ -657,7 +656,6 @@ static bool send_block(struct fz_thread *t, unsigned i)
         table_take(t, i);
         t->done[FZ_SEND]++;
     }
-    return sent;
 }
 
 /* Takes up to 8 blocks others sent to this thread, each checked. */
@@ -752,7 +750,7 @@ void fz_thread_leave(struct fz_thread *t)
             break;
         }
         case 1:
-            send_block(t, i);   /* kept when the mailbox is full */
+            send_block(t, i);
             break;
         default:
             break;              /* the next thread of this slot inherits it */
