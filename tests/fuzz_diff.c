@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,20 @@ static atomic_bool stop;
 static _Atomic(uint64_t) steps_total;
 static _Atomic(unsigned) lives;
 
+/* The thread's state, for a crash report: a fault or an abort inside the
+ * allocator must still say which seed, thread, step and call led there. */
+static __thread struct fz_thread *current;
+
+static void on_crash(int sig)
+{
+    fprintf(stderr, "fuzz: FAILED: signal %d inside the allocator or the checks\n", sig);
+    if (current)
+        fz_print_where(current, NULL);
+    else
+        fprintf(stderr, "  seed %llu; replay: %s\n", (unsigned long long)opt.seed, command);
+    raise(sig);   /* SA_RESETHAND: the default action, with its exit status */
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -83,6 +98,7 @@ static void *worker(void *arg)
     struct slot *s = arg;
     struct fz_thread t;
     fz_thread_init(&t, &run, &s->table, (unsigned)(s - slots), s->gen, NULL, 0);
+    current = &t;
     uint64_t life = opt.life / 2 + fz_below(&t, opt.life + 1);
     bool inject = opt.inject == INJECT_CORRUPT && t.slot == 0 && t.gen == 0;
     while (t.ops < life && !atomic_load(&stop)) {
@@ -101,6 +117,7 @@ static void *worker(void *arg)
     pthread_rwlock_rdlock(&world);
     fz_thread_leave(&t);
     pthread_rwlock_unlock(&world);
+    current = NULL;
     for (unsigned k = 0; k < FZ_OP_COUNT; k++)
         atomic_fetch_add_explicit(&run.done[k], t.done[k], memory_order_relaxed);
     atomic_fetch_add(&lives, 1);
@@ -246,6 +263,14 @@ int main(int argc, char **argv)
     /* the main thread's own steps: audits and the final frees */
     struct fz_thread main_t;
     fz_thread_init(&main_t, &run, &slots[0].table, opt.threads, 0, NULL, 0);
+    current = &main_t;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_crash;
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+    sigaction(SIGABRT, &sa, NULL);
 
     spry_stats_t before;
     spry_stats_get(&before);

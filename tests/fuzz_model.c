@@ -170,14 +170,9 @@ static void print_call(const struct fz_thread *t)
     }
 }
 
-void fz_fail(const struct fz_thread *t, const struct fz_block *b, const char *fmt, ...)
+void fz_print_where(const struct fz_thread *t, const struct fz_block *b)
 {
-    va_list ap;
-    fprintf(stderr, "fuzz: FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n  call: ");
+    fprintf(stderr, "  call: ");
     print_call(t);
     if (t->slot < t->run->mailboxes)
         fprintf(stderr, ", step %llu of thread slot %u generation %u\n",
@@ -190,6 +185,17 @@ void fz_fail(const struct fz_thread *t, const struct fz_block *b, const char *fm
                 (void *)b->p, b->req, b->len, b->align, fz_op_name(b->origin));
     fprintf(stderr, "  seed %llu; replay: %s\n", (unsigned long long)t->run->seed,
             t->run->command);
+}
+
+void fz_fail(const struct fz_thread *t, const struct fz_block *b, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "fuzz: FAILED: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fz_print_where(t, b);
     fflush(stdout);
     if (t->run->crash)
         abort();
@@ -794,8 +800,9 @@ void fz_audit(struct fz_thread *t, struct fz_block *all, size_t n)
     begin(t, FZ_VERIFY, NULL, 0, 0);
     qsort(all, n, sizeof *all, by_address);
     for (size_t i = 0; i + 1 < n; i++) {
+        /* a block of usable size 0 still owns its address */
         size_t u = A_usable_size(all[i].p);
-        if (all[i].p + u > all[i + 1].p)
+        if (all[i].p + (u ? u : 1) > all[i + 1].p)
             fz_fail(t, &all[i], "audit: block %p (usable size %zu) overlaps the next "
                     "live block, id %llu at %p", (void *)all[i].p, u,
                     (unsigned long long)all[i + 1].id, (void *)all[i + 1].p);

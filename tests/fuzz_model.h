@@ -112,8 +112,11 @@ void fz_audit(struct fz_thread *t, struct fz_block *all, size_t n);
  * must notice (the test of the tests). False when no block holds a byte. */
 bool fz_corrupt_one(struct fz_thread *t);
 
-/* Reports a failure with the run, the thread, the call and the block (may
- * be NULL), and ends the process with status 1. */
+/* Prints the thread's call under way, the block (may be NULL), the seed and
+ * the command that replays the run. */
+void fz_print_where(const struct fz_thread *t, const struct fz_block *b);
+/* Reports a failure with fz_print_where and ends the process with status 1
+ * (or abort(), when run->crash). */
 void fz_fail(const struct fz_thread *t, const struct fz_block *b, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
 
