@@ -17,7 +17,8 @@
  * The run ends after --ops steps over all threads or --seconds, whichever
  * comes first (--ops 0: no limit). A failure prints the seed and the
  * command that replays it: with one thread the same seed replays the same
- * steps; with more, each thread's steps are the same but their
+ * steps (audits run by the clock, so a damage may be noticed at another
+ * step); with more, each thread's steps are the same but their
  * interleaving differs. --inject damages a block (or the audit's view) on
  * purpose; the run must then fail: the test of the checks.
  */
