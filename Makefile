@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 PY    ?= /usr/bin/python3
 
-.PHONY: all build test bench bench-full deps clean
+.PHONY: all build test bench bench-full fuzz deps clean
 
 all: build
 
@@ -30,5 +30,11 @@ bench-full: deps build
 	./scripts/install-peers.sh
 	$(PY) bench/run.py --full --build $(BUILD)
 
+# The differential fuzzer's long run (~5 minutes), before landing changes to
+# spry's core. FUZZ_SEED=N repeats a run; FUZZ_SECONDS=S sets each run's length.
+FUZZ_BUILD ?= build-fuzz
+fuzz: deps build
+	./scripts/fuzz.sh $(BUILD) $(FUZZ_BUILD)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(cmake make gcc g++ gcc-multilib g++-multilib pkg-config python3 python3-matplotlib sqlite3 git valgrind zlib1g-dev
   fp-compiler)   # fp-compiler: the Pascal unit's tests and benchmarks
+# `make fuzz` builds its libFuzzer target with clang (gcc stays the compiler).
+pkgs+=(clang libclang-rt-dev)
 # The preload test runs Python's own test suite: Debian ships it apart.
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
 [ -n "$pyver" ] && pkgs+=("libpython${pyver}-testsuite")

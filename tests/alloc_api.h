@@ -1,9 +1,11 @@
 /* alloc_api.h: the allocation names a stress test calls. By default the
  * prefixed spry_* API; with SPRY_TEST_PLAIN the standard names, so that the
- * same test exercises the interposed entry points (linked with libspry.so). */
+ * same test exercises the interposed entry points (linked with libspry.so).
+ * free_sized and good_size have no standard name: spry_* in both builds. */
 #ifndef SPRY_TEST_ALLOC_API_H
 #define SPRY_TEST_ALLOC_API_H
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +19,12 @@
 #define A_free free
 #define A_aligned_alloc aligned_alloc
 #define A_usable_size malloc_usable_size
+#define A_reallocarray reallocarray
+#define A_posix_memalign posix_memalign
+#define A_memalign memalign
+#define A_valloc valloc
+#define A_pvalloc pvalloc
+#define A_trim() malloc_trim(0)
 #define A_VARIANT "plain names"
 #else
 #define A_malloc spry_malloc
@@ -25,7 +33,27 @@
 #define A_free spry_free
 #define A_aligned_alloc spry_aligned_alloc
 #define A_usable_size spry_usable_size
+#define A_reallocarray spry_reallocarray
+#define A_posix_memalign spry_posix_memalign
+#define A_memalign spry_memalign
+#define A_trim() spry_trim()
 #define A_VARIANT "spry_* names"
+/* valloc and pvalloc exist only as standard names; these are their
+ * definitions in glibc's terms (page alignment; pvalloc rounds the size up
+ * to whole pages, 0 to one page). */
+static inline void *A_valloc(size_t n)
+{
+    return spry_memalign(4096, n);
+}
+static inline void *A_pvalloc(size_t n)
+{
+    size_t r = (n + 4095) & ~(size_t)4095;
+    if (r < n) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return spry_memalign(4096, r ? r : 4096);
+}
 #endif
 
 /* xorshift64*: each thread's own deterministic stream */
