@@ -360,7 +360,9 @@ void *spry_huge_alloc(size_t size, size_t align, bool zero) {
         if (align < SPRY_SEGMENT_SIZE) lead = align;
         else { lead = SPRY_SEGMENT_SIZE; run_align = align; }
     }
-    size_t usable = (size + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1);
+    /* at least a page: a 0-byte block must lie inside its run too (with a
+     * 4 MiB lead it would start on the next chunk, another block's) */
+    size_t usable = size ? (size + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1) : SPRY_OS_PAGE;
     size_t chunks = (lead + usable + SPRY_SEGMENT_SIZE - 1) >> SPRY_SEGMENT_SHIFT;
     spry_run_t run;
     if (!spry_arena_alloc(chunks, run_align, run_align ? lead : 0, &run)) return NULL;

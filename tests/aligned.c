@@ -262,11 +262,32 @@ static void test_address_space(void)
            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 }
 
+/* A 0-byte block aligned to 4 MiB or more lies inside its own run: it once
+ * started on the next chunk, the block after it, whose size then read 0
+ * and whose free went to glibc (found by the differential fuzzer). */
+static void test_zero_bytes_huge_alignment(void)
+{
+    for (size_t align = 4 * MiB; align <= 16 * MiB; align *= 2) {
+        char *x = A_malloc(3 * MiB), *b = A_malloc(3 * MiB);
+        CHECK(x && b);
+        memset(b, 0x6b, 3 * MiB);
+        A_free(x);                     /* the chunk before b is free */
+        void *z = aligned_block(align, 0, 1);
+        CHECKF(A_usable_size(b) >= 3 * MiB, "aligned 0-byte block (%zu MiB) broke its neighbour",
+               align / MiB);
+        A_free(z);
+        CHECK(A_usable_size(b) >= 3 * MiB);
+        for (size_t i = 0; i < 3 * MiB; i += 4096) CHECK(b[i] == 0x6b);
+        A_free(b);
+    }
+}
+
 int main(void)
 {
     test_address_space();        /* first: in a process that mapped nothing yet */
     test_matrix();
     test_cross_thread();
+    test_zero_bytes_huge_alignment();
     printf("aligned (%s): all checks passed\n", A_VARIANT);
     return 0;
 }
