@@ -13,13 +13,32 @@
 #include "report.h"
 #include "purge.h"
 
+/* Exact divisibility without a division (the remote free path runs this on
+ * every block): a class size is m << s with m odd and at most 15, and x is a
+ * multiple of an odd m exactly when x * m^-1 (mod 2^64) <= (2^64 - 1) / m. */
+static const uint64_t odd_inverse[16] = {
+    [1] = 1, [3] = 0xaaaaaaaaaaaaaaab, [5] = 0xcccccccccccccccd, [7] = 0x6db6db6db6db6db7,
+    [9] = 0x8e38e38e38e38e39, [11] = 0x2e8ba2e8ba2e8ba3, [13] = 0x4ec4ec4ec4ec4ec5,
+    [15] = 0xeeeeeeeeeeeeeeef };
+static const uint64_t odd_limit[16] = {
+    [1] = ~(uint64_t)0, [3] = 0x5555555555555555, [5] = 0x3333333333333333,
+    [7] = 0x2492492492492492, [9] = 0x1c71c71c71c71c71, [11] = 0x1745d1745d1745d1,
+    [13] = 0x13b13b13b13b13b1, [15] = 0x1111111111111111 };
+
+static bool multiple_of_class(size_t off, size_t size) {
+    unsigned s = (unsigned)__builtin_ctzl(size);
+    size_t m = size >> s;
+    if (off & (((size_t)1 << s) - 1)) return false;
+    return (off >> s) * odd_inverse[m] <= odd_limit[m];
+}
+
 /* True when p is the start of a block of the page. */
 static bool block_start_ok(const spry_page_t *page, const void *p) {
     const uint8_t *b = p;
     if (b < page->start) return false;
     size_t off = (size_t)(b - page->start);
     if (page->kind == SPRY_PAGE_CLASS)
-        return off % page->block_size == 0 && off / page->block_size < page->reserved;
+        return off < (size_t)page->reserved * page->block_size && multiple_of_class(off, page->block_size);
     return off == 0;
 }
 
