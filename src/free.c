@@ -12,6 +12,7 @@
 #include "remote.h"
 #include "report.h"
 #include "purge.h"
+#include "block_cache.h"
 
 /* True when p is the start of a block of the page. */
 static bool block_start_ok(const spry_page_t *page, const void *p) {
@@ -28,7 +29,7 @@ void spry_free_double(spry_page_t *page, void *p) {
     spry_report_error("free", "double free", p);
 }
 
-/* The owner frees a block of a full page or of a class-0 page. */
+/* The owner frees a block of a class-0 page (full or not). */
 static void free_owner_slow(spry_page_t *page, void *p, uintptr_t key) {
     if (key & SPRY_KEY_SLOW) {
         if (!spry_page_live_clear(page, p)) { spry_report_error("free", "double free", p); return; }
@@ -63,6 +64,15 @@ static void free_remote(spry_page_t *page, void *p) {
 
 void spry_free_slow(spry_page_t *page, void *p) {
     uintptr_t key = spry_key_get(page);
+    /* The owner's free into its full class page, the common slow free at
+     * large working sets: into the block cache. Not checked for a block
+     * start, like the fast path's frees (a division saved). */
+    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_FULL))) {
+        if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(page, p); return; }
+        spry_block_mark_free(p, page);
+        spry_bcache_push(spry_tls_heap, page, p);
+        return;
+    }
     switch (page->kind) {
     case SPRY_PAGE_HUGE:
         if (!block_start_ok(page, p)) break;

@@ -16,6 +16,7 @@
 #include "remote.h"
 #include "queue.h"
 #include "large.h"
+#include "block_cache.h"
 #include <errno.h>
 #include <string.h>
 
@@ -66,10 +67,16 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
 }
 
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
-    /* Sizes above the direct table: the same pop, after a class lookup. (The
-     * empty heap's queues are empty, so a new thread falls through.) */
+    /* Sizes above the direct table, or an empty page: after a class lookup,
+     * the blocks freed into full pages first (the most recently freed, and
+     * no page descriptor to touch), then the same pop as the fast path.
+     * (The empty heap's queues and caches are empty: a new thread falls
+     * through.) */
     if (spry_likely(n <= SPRY_PAGED_MAX)) {
-        spry_page_t *page = heap->queues[spry_class_of(n)].first;
+        unsigned c = spry_class_of(n);
+        void *b = spry_bcache_pop(heap, c);
+        if (b) return b;
+        spry_page_t *page = heap->queues[c].first;
         if (spry_likely(page && page->free)) return spry_page_pop(page);
     } else if (n <= SPRY_LARGE_MAX) {
         /* the same span size freed last, from the hot cache (the empty
@@ -214,6 +221,7 @@ void spry_heap_collect(spry_heap_t *heap) {
     atomic_store_explicit(&heap->trim_request, 0, memory_order_relaxed);
     spry_outbox_flush(heap);
     spry_inbox_drain(heap);
+    spry_bcache_flush(heap);
     spry_queues_release_empty(heap);
     if (heap->hot_bytes) {
         spry_large_hot_flush(heap);

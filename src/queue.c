@@ -11,6 +11,7 @@
 #include "sizeclass.h"
 #include "large.h"
 #include "purge.h"
+#include "block_cache.h"
 
 /* Class 0 is never in direct[]: its blocks are handed out on the slow path
  * (their live bitmap, see page.h). */
@@ -153,8 +154,10 @@ void spry_queues_release_empty(spry_heap_t *heap) {
  * anew from the page descriptors (whose span fields were consistent:
  * fork_prepare held the heap lock). A page that can still give a block is
  * queued, the others are marked full. A block whose pop or push the fork cut
- * in two is at worst lost, or keeps its page from being released. */
+ * in two is at worst lost, or keeps its page from being released. The block
+ * cache goes back to the pages first, so that they count its blocks free. */
 void spry_queues_rebuild(spry_heap_t *heap) {
+    spry_bcache_rebuild(heap);
     for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) heap->queues[c].first = heap->queues[c].last = NULL;
     for (size_t n = 0; n < SPRY_DIRECT_SLOTS; n++) heap->direct[n] = &spry_empty_page;
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
