@@ -68,16 +68,17 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
 
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     /* Sizes above the direct table, or an empty page: after a class lookup,
-     * the blocks freed into full pages first (the most recently freed, and
-     * no page descriptor to touch), then the same pop as the fast path.
+     * the same pop as the fast path, then the blocks freed into full pages.
+     * The page first: its list holds the blocks the fast path freed last,
+     * still in cache (cache first cost 10% at 4-64 KiB with 64 live blocks).
      * (The empty heap's queues and caches are empty: a new thread falls
      * through.) */
     if (spry_likely(n <= SPRY_PAGED_MAX)) {
         unsigned c = spry_class_of(n);
-        void *b = spry_bcache_pop(heap, c);
-        if (b) return b;
         spry_page_t *page = heap->queues[c].first;
         if (spry_likely(page && page->free)) return spry_page_pop(page);
+        void *b = spry_bcache_pop(heap, c);
+        if (b) return b;
     } else if (n <= SPRY_LARGE_MAX) {
         /* the same span size freed last, from the hot cache (the empty
          * heap's is empty) */
