@@ -15,9 +15,10 @@
  * counts in its page's `used`, so a page never goes back to its segment with
  * a block in the cache. Class 0 (8-byte blocks, live bitmap) is not cached.
  *
- * Bounds: per class a count (CLASS_BYTES worth, at least CLASS_MIN blocks),
- * per heap heap->hot_limit bytes, the same share of 4 MiB an idle thread may
- * keep in hot large spans. Thread exit, spry_trim and malloc_trim empty it
+ * Bounds: per class a count (256 KiB worth, 8 to 256 blocks: more small
+ * blocks would pin too many pages of an idle thread), per heap
+ * heap->hot_limit bytes, the same share of 4 MiB an idle thread may keep in
+ * hot large spans. Thread exit, spry_trim and malloc_trim empty it
  * (spry_heap_collect); fork empties the caches of the heaps it adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
