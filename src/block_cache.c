@@ -3,7 +3,7 @@
 #include "queue.h"
 #include "purge.h"
 
-#define CLASS_BYTES ((size_t)256 * 1024)
+#define CLASS_BYTES ((size_t)1024 * 1024)
 #define CLASS_MIN   8
 #define CLASS_MAX   256
 
@@ -37,7 +37,7 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
         bc->block_size = (uint32_t)size;
     }
     if (bc->count >= bc->limit) bcache_drain(heap, bc, bc->count / 2);
-    if (heap->bcache_bytes + size > heap->hot_limit) {
+    if (heap->bcache_bytes + size > heap->bcache_limit) {
         spry_heap_free_full(heap, page, b);
     } else {
         b->next = bc->top;
@@ -47,6 +47,12 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
     }
     /* the drain may have freed pages; the free is done */
     spry_purge_start_point();
+}
+
+void spry_bcache_refresh_limit(spry_heap_t *heap) {
+    size_t quarter = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 4;
+    size_t lo = heap->hot_limit, hi = 4 * heap->hot_limit;
+    heap->bcache_limit = quarter < lo ? lo : quarter > hi ? hi : quarter;
 }
 
 void spry_bcache_flush(spry_heap_t *heap) {

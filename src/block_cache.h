@@ -15,10 +15,12 @@
  * counts in its page's `used`, so a page never goes back to its segment with
  * a block in the cache. Class 0 (8-byte blocks, live bitmap) is not cached.
  *
- * Bounds: per class a count (256 KiB worth, 8 to 256 blocks: more small
- * blocks would pin too many pages of an idle thread), per heap
- * heap->hot_limit bytes, the same share of 4 MiB an idle thread may keep in
- * hot large spans. Thread exit, spry_trim and malloc_trim empty it
+ * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
+ * blocks would pin too many pages of an idle thread); per heap a quarter of
+ * the bytes its pages span, at least heap->hot_limit (the share of 4 MiB an
+ * idle thread may keep in hot large spans) and at most 4 times that. With
+ * 1,024 live blocks of 4-64 KiB the cache must hold about 10% of them: at
+ * 4 MiB a heap it ran 25% slower. Thread exit, spry_trim and malloc_trim empty it
  * (spry_heap_collect); fork empties the caches of the heaps it adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
@@ -46,7 +48,7 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
 static inline void spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     spry_block_cache_t *bc = &heap->bcache[page->class_idx];
     size_t bytes = heap->bcache_bytes + page->block_size;
-    if (spry_unlikely(bc->count >= bc->limit || bytes > heap->hot_limit)) {
+    if (spry_unlikely(bc->count >= bc->limit || bytes > heap->bcache_limit)) {
         spry_bcache_push_over(heap, page, b);
         return;
     }
@@ -56,6 +58,8 @@ static inline void spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_b
     heap->bcache_bytes = bytes;
 }
 
+/* Recomputes the heap's bound (slow paths, after hot_limit). */
+void spry_bcache_refresh_limit(spry_heap_t *heap);
 /* Every cached block back to its page (thread exit, trim). */
 void spry_bcache_flush(spry_heap_t *heap);
 /* fork child, before the queues of an adopted heap are remade: every cached

@@ -51,6 +51,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     if (heap->outbox_pending) spry_outbox_flush(heap);
     spry_large_refresh_limit(heap);
+    spry_bcache_refresh_limit(heap);
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) spry_inbox_drain(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
         spry_heap_collect(heap);

@@ -202,6 +202,7 @@ typedef struct spry_heap {
      * class, handed out before any page is searched (block_cache.c). */
     spry_block_cache_t bcache[SPRY_CLASS_COUNT];
     size_t bcache_bytes;
+    size_t bcache_limit;                /* refreshed on slow paths */
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (large.c). */
     spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];
