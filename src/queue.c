@@ -22,18 +22,16 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
     for (size_t n = spry_class_size(c - 1) + 1; n <= size; n++) heap->direct[n] = page;
 }
 
-/* The head of a page queue is pinned (every class page: up to 128 KiB blocks
- * in pages of at most 16 slices): its used count holds one phantom block, so
- * frees never see
+/* The head of a page queue is pinned (every class page, whatever the length
+ * of the span it got: a cached span may be a slice longer than its class
+ * asks): its used count holds one phantom block, so frees never see
  * it reach 0 and a thread that mallocs and frees a few blocks of a class in a
  * loop neither returns nor re-takes the span, at no cost to the free fast
  * path. Unpinned when it stops heading the queue. What this keeps from the
  * kernel is at most one page per class and heap, given back when the thread
  * exits or calls spry_trim / malloc_trim. */
-#define PIN_MAX_SLICES 16
-
 static void page_pin(spry_page_t *page) {
-    if (page->slice_count <= PIN_MAX_SLICES && !page->pinned) { page->pinned = 1; page->used++; }
+    if (!page->pinned) { page->pinned = 1; page->used++; }
 }
 
 static void page_unpin(spry_page_t *page) {
