@@ -20,8 +20,9 @@
  * the bytes its pages span, at least heap->hot_limit (the share of 4 MiB an
  * idle thread may keep in hot large spans) and at most 4 times that. With
  * 1,024 live blocks of 4-64 KiB the cache must hold about 10% of them: at
- * 4 MiB a heap it ran 25% slower. Thread exit, spry_trim and malloc_trim empty it
- * (spry_heap_collect); fork empties the caches of the heaps it adopts. */
+ * 4 MiB a heap it ran 25% slower. Thread exit, spry_trim and malloc_trim
+ * empty it (spry_heap_collect); fork empties the caches of the heaps it
+ * adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
 
