@@ -1,5 +1,6 @@
-/* The block cache: per heap and size class, a stack of blocks the owner freed
- * into its own full class pages. Owner thread only.
+/* The block cache: per heap and size class above the direct table (1 KiB), a
+ * stack of blocks the owner freed into its own full class pages. Owner thread
+ * only.
  *
  * Why: with thousands of live blocks per thread a class spans many pages, and
  * without the cache nearly every free met a full page (unlink it from "full",
@@ -13,7 +14,10 @@
  * A cached block is free for every check: its marker is set (a second free of
  * it is caught whichever page state it meets), the pop clears it. It still
  * counts in its page's `used`, so a page never goes back to its segment with
- * a block in the cache. Class 0 (8-byte blocks, live bitmap) is not cached.
+ * a block in the cache. Pages of 1 KiB blocks or less (64 and more a page,
+ * and class 0 with its live bitmap) are requeued as before: they seldom
+ * fill up and empty again, so sending all their blocks round the cache,
+ * off the fast paths, cost more than the flips it saved.
  *
  * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
  * blocks would pin too many pages of an idle thread); per heap a quarter of
