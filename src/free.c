@@ -12,6 +12,7 @@
 #include "remote.h"
 #include "report.h"
 #include "purge.h"
+#include "block_cache.h"
 
 /* Exact divisibility without a division (the remote free path runs this on
  * every block): a class size is m << s with m odd and at most 15, and x is a
@@ -104,6 +105,15 @@ static void free_class0_owner(spry_page_t *page, void *p) {
 
 void spry_free_slow(spry_page_t *page, void *p) {
     uintptr_t key = spry_key_get(page);
+    /* The owner's free into its full class page, the common slow free at
+     * large working sets: into the block cache. Not checked for a block
+     * start, like the fast path's frees (no room for the check there). */
+    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_FULL))) {
+        if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(page, p); return; }
+        spry_block_mark_free(p, page);
+        spry_bcache_push(spry_tls_heap, page, p);
+        return;
+    }
     if (spry_likely(key == (spry_thread_key() | SPRY_KEY_SLOW)) && page->kind == SPRY_PAGE_CLASS) {
         free_class0_owner(page, p);
         return;

@@ -16,6 +16,7 @@
 #include "remote.h"
 #include "queue.h"
 #include "large.h"
+#include "block_cache.h"
 #include <errno.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     if (heap->outbox_pending) spry_outbox_flush(heap);
     spry_large_refresh_limit(heap);
+    spry_bcache_refresh_limit(heap);
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) spry_inbox_drain(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
         spry_heap_collect(heap);
@@ -66,9 +68,12 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
 }
 
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
-    /* 8-byte blocks (not in direct[]: their live bitmap) and sizes above the
-     * direct table: the same pop, after a class lookup. (The empty heap's
-     * queues are empty, so a new thread falls through.) */
+    /* 8-byte blocks (not in direct[]: their live bitmap), sizes above the
+     * direct table, or an empty page: after a class lookup, the same pop as
+     * the fast path, then the blocks freed into full pages. The page first:
+     * its list holds the blocks the fast path freed last, still in cache
+     * (cache first cost 10% at 4-64 KiB with 64 live blocks). (The empty
+     * heap's queues and caches are empty: a new thread falls through.) */
     if (n <= 8) {
         spry_page_t *page = heap->queues[0].first;
         if (spry_likely(page && page->free)) {
@@ -79,8 +84,11 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
             return b;
         }
     } else if (spry_likely(n <= SPRY_PAGED_MAX)) {
-        spry_page_t *page = heap->queues[spry_class_of(n)].first;
+        unsigned c = spry_class_of(n);
+        spry_page_t *page = heap->queues[c].first;
         if (spry_likely(page && page->free)) return spry_page_pop(page);
+        void *b = spry_bcache_pop(heap, c);
+        if (b) return b;
     } else if (n <= SPRY_LARGE_MAX) {
         /* the same span size freed last, from the hot cache (the empty
          * heap's is empty) */
@@ -224,6 +232,7 @@ void spry_heap_collect(spry_heap_t *heap) {
     atomic_store_explicit(&heap->trim_request, 0, memory_order_relaxed);
     spry_outbox_flush(heap);
     spry_inbox_drain(heap);
+    spry_bcache_flush(heap);
     spry_queues_release_empty(heap);
     if (heap->hot_bytes) {
         spry_large_hot_flush(heap);

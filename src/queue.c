@@ -11,6 +11,7 @@
 #include "sizeclass.h"
 #include "large.h"
 #include "purge.h"
+#include "block_cache.h"
 
 /* Class 0 is never in direct[]: its blocks are handed out on the slow path
  * (their live bitmap, see page.h). */
@@ -30,18 +31,16 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
     }
 }
 
-/* The head of a page queue is pinned (every class page: up to 128 KiB blocks
- * in pages of at most 16 slices): its used count holds one phantom block, so
- * frees never see
+/* The head of a page queue is pinned (every class page, whatever the length
+ * of the span it got: a cached span may be a slice longer than its class
+ * asks): its used count holds one phantom block, so frees never see
  * it reach 0 and a thread that mallocs and frees a few blocks of a class in a
  * loop neither returns nor re-takes the span, at no cost to the free fast
  * path. Unpinned when it stops heading the queue. What this keeps from the
  * kernel is at most one page per class and heap, given back when the thread
  * exits or calls spry_trim / malloc_trim. */
-#define PIN_MAX_SLICES 16
-
 static void page_pin(spry_page_t *page) {
-    if (page->slice_count <= PIN_MAX_SLICES && !page->pinned) { page->pinned = 1; page->used++; }
+    if (!page->pinned) { page->pinned = 1; page->used++; }
 }
 
 static void page_unpin(spry_page_t *page) {
@@ -162,8 +161,10 @@ void spry_queues_release_empty(spry_heap_t *heap) {
  * anew from the page descriptors (whose span fields were consistent:
  * fork_prepare held the heap lock). A page that can still give a block is
  * queued, the others are marked full. A block whose pop or push the fork cut
- * in two is at worst lost, or keeps its page from being released. */
+ * in two is at worst lost, or keeps its page from being released. The block
+ * cache goes back to the pages first, so that they count its blocks free. */
 void spry_queues_rebuild(spry_heap_t *heap) {
+    spry_bcache_rebuild(heap);
     for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) heap->queues[c].first = heap->queues[c].last = NULL;
     for (size_t n = 0; n < SPRY_DIRECT_SLOTS; n++) heap->direct[n] = &spry_empty_page;
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {

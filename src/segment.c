@@ -132,9 +132,13 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
     /* A cached span serves an aligned request only if it starts aligned. */
     spry_page_t **link = &heap->span_cache[slices];
     while (*link && page_slice(*link) % step) link = &(*link)->next;
+    /* a span one slice longer does too (its tail stays unused): with random
+     * large sizes the exact length is often missing, and the walk over the
+     * segments it saves costs thousands of instructions */
+    if (!*link && step == 1 && slices + 1 < SPRY_SPAN_CACHE_SLOTS) link = &heap->span_cache[slices + 1];
     spry_page_t *cached = *link;
     if (cached) {
-        size_t bytes = (size_t)slices * SPRY_SLICE_SIZE;
+        size_t bytes = (size_t)cached->slice_count * SPRY_SLICE_SIZE;
         *link = cached->next;
         heap->span_cached -= bytes;
         heap_count(&heap->span_in_use, bytes, 0);

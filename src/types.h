@@ -168,6 +168,14 @@ typedef struct spry_outbox {
     uint32_t count;
 } spry_outbox_t;
 
+/* A heap's stack of free blocks of one class (block_cache.c). */
+typedef struct spry_block_cache {
+    spry_block_t *top;
+    uint16_t count;
+    uint16_t limit;          /* 0 until the first push sets it */
+    uint32_t block_size;
+} spry_block_cache_t;
+
 typedef struct spry_heap {
     /* owner thread only: the fast path reads direct[] */
     spry_page_t *direct[SPRY_DIRECT_SLOTS];
@@ -194,6 +202,11 @@ typedef struct spry_heap {
      * batched per page so one CAS hands over many (remote.c). */
     spry_outbox_t outbox[SPRY_OUTBOX_SLOTS];
     uint32_t outbox_pending;            /* slots holding blocks */
+    /* Owner only: blocks the owner freed into its full class pages, per
+     * class, handed out before any page is searched (block_cache.c). */
+    spry_block_cache_t bcache[SPRY_CLASS_COUNT];
+    size_t bcache_bytes;
+    size_t bcache_limit;                /* refreshed on slow paths */
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (large.c). */
     spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];

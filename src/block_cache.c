@@ -1,0 +1,90 @@
+/* The block cache; see block_cache.h. */
+#include "block_cache.h"
+#include "queue.h"
+#include "purge.h"
+
+#define CLASS_BYTES ((size_t)1024 * 1024)
+#define CLASS_MIN   8
+#define CLASS_MAX   256
+
+static spry_page_t *page_of(const spry_block_t *b) {
+    return spry_page_of(spry_segment_of(b), b);
+}
+
+static uint16_t class_limit(size_t block_size) {
+    size_t n = CLASS_BYTES / block_size;
+    return n < CLASS_MIN ? CLASS_MIN : n > CLASS_MAX ? CLASS_MAX : (uint16_t)n;
+}
+
+/* Gives back the top n blocks of the stack (the hottest: the rest may
+ * have left the data cache, and pages taking them back go to the queue
+ * head, where the next malloc reaches them). */
+static void bcache_drain(spry_heap_t *heap, spry_block_cache_t *bc, uint32_t n) {
+    for (; n && bc->top; n--) {
+        spry_block_t *b = bc->top;
+        bc->top = b->next;
+        bc->count--;
+        heap->bcache_bytes -= bc->block_size;
+        spry_heap_free_full(heap, page_of(b), b);
+    }
+}
+
+void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+    spry_block_cache_t *bc = &heap->bcache[page->class_idx];
+    size_t size = page->block_size;
+    if (size <= SPRY_SMALL_MAX) {
+        /* Pages of hundreds of small blocks seldom fill and empty again:
+         * requeuing one costs less than sending all its blocks round the
+         * cache, off the fast paths (16-128 B, 4,096 live: 5.6 k page
+         * flips per million calls against 112 k cached frees and pops). */
+        spry_heap_free_full(heap, page, b);
+        spry_purge_start_point();
+        return;
+    }
+    if (!bc->limit) {
+        bc->limit = class_limit(size);
+        bc->block_size = (uint32_t)size;
+    }
+    if (bc->count >= bc->limit) bcache_drain(heap, bc, bc->count / 2);
+    if (heap->bcache_bytes + size > heap->bcache_limit) {
+        spry_heap_free_full(heap, page, b);
+    } else {
+        b->next = bc->top;
+        bc->top = b;
+        bc->count++;
+        heap->bcache_bytes += size;
+    }
+    /* the drain may have freed pages; the free is done */
+    spry_purge_start_point();
+}
+
+void spry_bcache_refresh_limit(spry_heap_t *heap) {
+    size_t quarter = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 4;
+    size_t lo = heap->hot_limit, hi = 4 * heap->hot_limit;
+    heap->bcache_limit = quarter < lo ? lo : quarter > hi ? hi : quarter;
+}
+
+void spry_bcache_flush(spry_heap_t *heap) {
+    for (unsigned c = 1; c < SPRY_CLASS_COUNT && heap->bcache_bytes; c++)
+        bcache_drain(heap, &heap->bcache[c], UINT32_MAX);
+}
+
+/* The owner died mid-operation at worst: each push and pop moves `top` with
+ * one store, so the stack is whole; the counts may be off and are reset. */
+void spry_bcache_rebuild(spry_heap_t *heap) {
+    for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
+        spry_block_cache_t *bc = &heap->bcache[c];
+        spry_block_t *b = bc->top;
+        while (b) {
+            spry_block_t *next = b->next;
+            spry_page_t *page = page_of(b);
+            b->next = page->free;
+            page->free = b;
+            page->used--;
+            b = next;
+        }
+        bc->top = NULL;
+        bc->count = 0;
+    }
+    heap->bcache_bytes = 0;
+}

@@ -1,0 +1,74 @@
+/* The block cache: per heap and size class above the direct table (1 KiB), a
+ * stack of blocks the owner freed into its own full class pages. Owner thread
+ * only.
+ *
+ * Why: with thousands of live blocks per thread a class spans many pages, and
+ * without the cache nearly every free met a full page (unlink it from "full",
+ * clear NOTIFY by CAS, requeue at the head, repin) and the next malloc emptied
+ * it again (NOTIFY by CAS, unlink, walk the queue): two state changes of a
+ * page per block. Now a full page stays full while its blocks go round
+ * through the cache (tcmalloc's thread cache, for the blocks that would make
+ * a page flip); pages change state only when the cache overflows and gives
+ * half of a class back in one batch.
+ *
+ * A cached block is free for every check: its marker is set (a second free of
+ * it is caught whichever page state it meets), the pop clears it. It still
+ * counts in its page's `used`, so a page never goes back to its segment with
+ * a block in the cache. Pages of 1 KiB blocks or less (64 and more a page,
+ * and class 0 with its live bitmap) are requeued as before: they seldom
+ * fill up and empty again, so sending all their blocks round the cache,
+ * off the fast paths, cost more than the flips it saved.
+ *
+ * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
+ * blocks would pin too many pages of an idle thread); per heap a quarter of
+ * the bytes its pages span, at least heap->hot_limit (the share of 4 MiB an
+ * idle thread may keep in hot large spans) and at most 4 times that. With
+ * 1,024 live blocks of 4-64 KiB the cache must hold about 10% of them: at
+ * 4 MiB a heap it ran 25% slower. Thread exit, spry_trim and malloc_trim
+ * empty it (spry_heap_collect); fork empties the caches of the heaps it
+ * adopts. */
+#ifndef SPRY_BLOCK_CACHE_H
+#define SPRY_BLOCK_CACHE_H
+
+#include "types.h"
+
+/* A block of class c from the cache, marked live; NULL when it has none. */
+static inline void *spry_bcache_pop(spry_heap_t *heap, unsigned c) {
+    spry_block_cache_t *bc = &heap->bcache[c];
+    spry_block_t *b = bc->top;
+    if (!b) return NULL;
+    bc->top = b->next;
+    bc->count--;
+    heap->bcache_bytes -= bc->block_size;
+    spry_block_mark_live(b);
+    return b;
+}
+
+/* spry_bcache_push beyond a bound (or the class's first push). */
+void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
+
+/* The owner frees b (marked free already) of a class page whose key says
+ * FULL: into the cache, or, over its bounds, some of the class back to
+ * their pages. Reads only the page's first cache line. */
+static inline void spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+    spry_block_cache_t *bc = &heap->bcache[page->class_idx];
+    size_t bytes = heap->bcache_bytes + page->block_size;
+    if (spry_unlikely(bc->count >= bc->limit || bytes > heap->bcache_limit)) {
+        spry_bcache_push_over(heap, page, b);
+        return;
+    }
+    b->next = bc->top;
+    bc->top = b;
+    bc->count++;
+    heap->bcache_bytes = bytes;
+}
+
+/* Recomputes the heap's bound (slow paths, after hot_limit). */
+void spry_bcache_refresh_limit(spry_heap_t *heap);
+/* Every cached block back to its page (thread exit, trim). */
+void spry_bcache_flush(spry_heap_t *heap);
+/* fork child, before the queues of an adopted heap are remade: every cached
+ * block back onto its page's free list, no queue touched. */
+void spry_bcache_rebuild(spry_heap_t *heap);
+
+#endif

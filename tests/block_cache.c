@@ -1,0 +1,161 @@
+/* The block cache (src/block_cache.h): blocks the owner frees into its full
+ * pages wait on a per-class stack. They must stay "free" for every check and
+ * come back whole:
+ *   1. a second free of a cached block is reported and ignored, and no block
+ *      is handed out twice while live ones keep their contents;
+ *   2. spry_trim gives the cached blocks back, so their pages go too;
+ *   3. a fork child adopts a thread's heap with blocks in its cache: a
+ *      second free of one is still caught, and the child allocates on. */
+#include "check.h"
+#include <spry.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SIZE   8192          /* above the direct table, 7 blocks a page */
+#define COUNT  256
+
+static void *blocks[COUNT];
+static void *freed[COUNT];        /* the blocks fill_then_free_thirds freed */
+
+static size_t errors_now(void) {
+    spry_stats_t s;
+    spry_stats_get(&s);
+    return s.errors;
+}
+
+static size_t in_use_now(void) {
+    spry_stats_t s;
+    spry_stats_get(&s);
+    return s.in_use;
+}
+
+/* Fills COUNT blocks (so the pages of the class are full) and frees every
+ * third: those frees meet full pages and go to the cache. */
+static void fill_then_free_thirds(void) {
+    for (size_t i = 0; i < COUNT; i++) {
+        blocks[i] = spry_malloc(SIZE);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i], (int)(i & 0xff), SIZE);
+    }
+    for (size_t i = 0; i < COUNT; i += 3) {
+        spry_free(blocks[i]);
+        freed[i] = blocks[i];
+        blocks[i] = NULL;
+    }
+}
+
+static void check_live_contents(void) {
+    for (size_t i = 0; i < COUNT; i++) {
+        if (!blocks[i]) continue;
+        const unsigned char *b = blocks[i];
+        CHECKF(b[0] == (i & 0xff) && b[SIZE - 1] == (i & 0xff), "block %zu was overwritten", i);
+    }
+}
+
+static void case_double_free(void) {
+    fill_then_free_thirds();
+    void *freed = spry_malloc(SIZE);     /* one of the cached blocks */
+    CHECK(freed != NULL);
+    spry_free(freed);
+    size_t before = errors_now();
+    spry_free(freed);                     /* in the cache now: a double free */
+    CHECKF(errors_now() == before + 1, "double free of a cached block: %zu errors, want 1",
+           errors_now() - before);
+    /* every block handed out now is distinct from the live ones */
+    void *again[COUNT];
+    size_t n = 0;
+    for (size_t i = 0; i < COUNT; i += 3, n++) {
+        again[n] = spry_malloc(SIZE);
+        CHECK(again[n] != NULL);
+        for (size_t j = 0; j < COUNT; j++) CHECK(again[n] != blocks[j]);
+        for (size_t j = 0; j < n; j++) CHECK(again[n] != again[j]);
+        memset(again[n], 0xee, SIZE);
+    }
+    check_live_contents();
+    for (size_t i = 0; i < n; i++) spry_free(again[i]);
+    for (size_t i = 0; i < COUNT; i++) if (blocks[i]) { spry_free(blocks[i]); blocks[i] = NULL; }
+}
+
+static void case_trim(void) {
+    spry_trim();
+    size_t base = in_use_now();
+    fill_then_free_thirds();
+    for (size_t i = 0; i < COUNT; i++) if (blocks[i]) { spry_free(blocks[i]); blocks[i] = NULL; }
+    spry_trim();
+    size_t after = in_use_now();
+    CHECKF(after <= base + 64 * 1024, "spry_trim left %zu KiB of pages in use (base %zu KiB)",
+           after / 1024, base / 1024);
+}
+
+/* ---- fork: a heap with cached blocks, adopted by the child ---------------- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int stage;
+
+static void *holder(void *arg) {
+    (void)arg;
+    fill_then_free_thirds();
+    pthread_mutex_lock(&mu);
+    stage = 1;
+    pthread_cond_broadcast(&cv);
+    while (stage != 2) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    for (size_t i = 0; i < COUNT; i++) if (blocks[i]) spry_free(blocks[i]);
+    return NULL;
+}
+
+static void case_fork(void) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, holder, NULL) == 0);
+    pthread_mutex_lock(&mu);
+    while (stage != 1) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* the holder's first free went to its cache (a full page): freeing
+         * it again in the child, after the adoption, is a double free */
+        size_t before = errors_now();
+        spry_free(freed[0]);
+        CHECKF(errors_now() == before + 1, "double free of an adopted cached block: %zu errors",
+               errors_now() - before);
+        before = errors_now();
+        check_live_contents();
+        void *p[COUNT];
+        for (size_t i = 0; i < COUNT; i++) {
+            p[i] = spry_malloc(SIZE);
+            CHECK(p[i] != NULL);
+            for (size_t j = 0; j < COUNT; j++) CHECK(p[i] != blocks[j]);
+            memset(p[i], 0x5a, SIZE);
+        }
+        check_live_contents();
+        for (size_t i = 0; i < COUNT; i++) spry_free(p[i]);
+        for (size_t i = 0; i < COUNT; i++) if (blocks[i]) spry_free(blocks[i]);
+        spry_trim();
+        CHECKF(errors_now() == before, "the child saw %zu errors", errors_now() - before);
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child failed (status %d)", st);
+    pthread_mutex_lock(&mu);
+    stage = 2;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
+int main(void) {
+    setenv("SPRY_VERBOSE", "0", 1);
+    case_double_free();
+    case_trim();
+    case_fork();
+    printf("block_cache: all checks passed\n");
+    return 0;
+}
