@@ -59,9 +59,9 @@
 /* The chunk map's values. */
 #define SPRY_CHUNK_FOREIGN   0
 #define SPRY_CHUNK_SEGMENT   1   /* a segment header starts this chunk        */
-#define SPRY_CHUNK_INTERIOR  3   /* inside a huge block, not where it starts  */
 #define SPRY_CHUNK_ALIGNED   2   /* a >= 4 MiB aligned huge block starts here;
                                     its segment header is one chunk below     */
+#define SPRY_CHUNK_INTERIOR  3   /* inside a huge block, not where it starts  */
 #define SPRY_CHUNK_MAP_SIZE  ((size_t)1 << (47 - SPRY_SEGMENT_SHIFT))
 extern uint8_t spry_chunk_map[SPRY_CHUNK_MAP_SIZE];
 
@@ -74,10 +74,9 @@ struct spry_heap;
  * of 8-byte blocks (class 0, see below) and large blocks (one block per
  * span: the slow free checks that the pointer is its start, so a stale
  * pointer into the owner's live large block is not taken for it); 0 while
- * the heap is dormant. The free
- * fast path compares it with the calling thread's pointer: any difference
- * (another thread, a full page, a huge or free page, whose key is 0) sends
- * the free to the slow path. Thread pointers are reused after a thread exits,
+ * the heap is dormant. The free fast path compares it with the calling
+ * thread's pointer: any difference (another thread, a full page, a huge or
+ * free page, whose key is 0) sends the free to the slow path. Thread pointers are reused after a thread exits,
  * so a heap's keys are rewritten when its thread exits and when a new thread
  * takes it over (heap_rekey). Thread pointers are 64-byte aligned, so the
  * flags never collide with them. */
