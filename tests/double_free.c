@@ -7,6 +7,7 @@
  * A watchdog alarm turns a hang (the self-linked lists of the old remote
  * path) into a failure instead of a stuck test. */
 #include "check.h"
+#include "reports.h"
 #include <spry.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,28 +19,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Runs fn(arg) with stderr sent to a temporary file; returns how many times
- * `what` appears in what it wrote. */
-static int count_reports(void (*fn)(void *), void *arg, const char *what) {
-    char path[] = "/tmp/spry-double-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    unlink(path);
-    int saved = dup(2);
-    CHECK(dup2(fd, 2) == 2);
-    fn(arg);
-    CHECK(dup2(saved, 2) == 2);
-    close(saved);
-    char buf[8192];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
-    CHECK(n >= 0);
-    buf[n] = 0;
-    int count = 0;
-    for (char *s = buf; (s = strstr(s, what)) != NULL; s++) count++;
-    return count;
-}
 
 static size_t errors_now(void) {
     spry_stats_t s;
