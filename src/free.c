@@ -1,10 +1,11 @@
 /* The slow paths of free; the fast path is in alloc_fast.h.
  *
  * Every pointer that reaches here is checked before any list is touched: it
- * must be the start of a block of a live page, and that block must not be
- * free already (the free marker, or the live bitmap of class-0 pages; see
- * types.h). A pointer that fails is reported and ignored, so a double free or
- * a wild pointer never corrupts a list. */
+ * must be the start of a block of a live page (except the owner's frees into
+ * its own full pages, which trust the pointer like the fast path), and that
+ * block must not be free already (the free marker, or the live bitmap of
+ * class-0 pages; see types.h). A pointer that fails is reported and ignored,
+ * so a double free or a wild pointer never corrupts a list. */
 #include "alloc_fast.h"
 #include "page.h"
 #include "segment.h"
@@ -48,8 +49,8 @@ void spry_free_double(spry_page_t *page, void *p) {
     spry_report_error("free", "double free", p);
 }
 
-/* The owner frees a block of a full class page or a large block (their
- * pointer checked already). */
+/* The owner frees a block of a full 8-byte-block page or a large block
+ * (their pointer checked already). */
 static void free_owner_slow(spry_page_t *page, void *p, uintptr_t key) {
     if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
         if (!spry_page_live_clear(page, p)) { spry_report_error("free", "double free", p); return; }
