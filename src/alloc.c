@@ -28,25 +28,11 @@ static spry_page_t *page_of_block(const void *p) {
     return NULL;
 }
 
-/* False for a pointer into a page that is not a live block start it can
- * tell: a freed block (marker, live bitmap, freed span) or a page that holds
- * no blocks. Interior pointers of class pages are not checked here. */
+/* True when p is a live block's start: not a freed block (marker, live
+ * bitmap, freed span), not inside a block, not a page without blocks. */
 static bool block_is_live(spry_page_t *page, const void *p) {
-    switch (page->kind) {
-    case SPRY_PAGE_CLASS:
-        if (page->class_idx == 0) {
-            uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;
-            if ((uint8_t *)p < page->start || off % 8 || off / 8 >= page->reserved) return false;
-            return spry_page_live_test(page, p);
-        }
-        return spry_block_marker(p) != page;
-    case SPRY_PAGE_LARGE:
-        return p == page->start && spry_block_marker(p) != page;
-    case SPRY_PAGE_HUGE:
-        return p == page->start;
-    default:
-        return false;
-    }
+    if (page->kind == SPRY_PAGE_FREE || !spry_page_block_start(page, p)) return false;
+    return page->kind == SPRY_PAGE_HUGE || !spry_page_block_free(page, p);
 }
 
 SPRY_API void *spry_calloc(size_t count, size_t size) {

@@ -22,7 +22,7 @@
 
 void spry_free_slow(spry_page_t *page, void *p);
 void spry_free_special(void *p);
-void spry_free_double(spry_page_t *page, void *p);
+void spry_free_double(void *p);
 
 static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
     spry_heap_t *heap = spry_tls_heap;
@@ -56,7 +56,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
         return;
     }
     if (spry_unlikely(spry_block_marker(p) == page)) {
-        spry_free_double(page, p);
+        spry_free_double(p);
         return;
     }
     spry_block_mark_free(p, page);

@@ -77,9 +77,7 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) {
         spry_page_t *page = heap->queues[0].first;
         if (spry_likely(page && page->free)) {
-            spry_block_t *b = page->free;
-            page->free = b->next;
-            page->used++;
+            spry_block_t *b = spry_page_take(page);
             spry_page_live_set(page, b);
             return b;
         }
@@ -342,8 +340,8 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
             w->segments++;
             w->free_slices += (size_t)__builtin_popcountll(seg->free_mask);
             for (unsigned i = 1; i < SPRY_SLICES; i++) {
-                spry_page_t *p = &seg->pages[i];
-                if (seg->slice_page[i] != p || (seg->free_mask >> i) & 1) continue;
+                spry_page_t *p = spry_segment_span_at(seg, i);
+                if (!p) continue;
                 if (p->kind == SPRY_PAGE_CLASS) {
                     w->class_pages++;
                     if (spry_key_get(p) & SPRY_KEY_FULL) w->full_pages++;

@@ -53,12 +53,14 @@ void spry_large_hot_flush(spry_heap_t *heap) {
  * usable size rounded to the size class (the span's tail beyond it is never
  * touched, so never resident). Spans are taken hot-first (spry_span_alloc),
  * so a churn of such blocks keeps reusing the same resident memory. */
-/* The block of a large page taken from the hot cache: the page was a large
- * page before, so only what differs is set. */
+/* The block of a large page: a page from the hot cache was a large page
+ * before, so only what differs between two blocks is set here. */
 static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     page->kind = SPRY_PAGE_LARGE;
     page->block_size = usable;
     page->used = 1;
+    page->free = page->local_free = NULL;        /* the last block's free */
+    /* a large block's remote free must reach the owner at once */
     atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
     spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
     spry_block_mark_live(page->start);
@@ -76,18 +78,11 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     unsigned step = align > SPRY_SLICE_SIZE ? (unsigned)(align >> SPRY_SLICE_SHIFT) : 1;
     page = spry_span_alloc(heap, slices, step);
     if (!page) return NULL;
-    page->kind = SPRY_PAGE_LARGE;
     page->class_idx = 0;
-    page->block_size = usable;
     page->pinned = 0;
-    page->reserved = page->capacity = page->used = 1;
-    page->free = page->local_free = NULL;
+    page->reserved = page->capacity = 1;
     page->next = page->prev = NULL;
-    /* a large block's remote free must reach the owner at once */
-    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
-    spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
-    spry_block_mark_live(page->start);
-    return page->start;
+    return large_reuse(heap, page, usable);
 }
 
 void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {

@@ -42,6 +42,32 @@ static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
     return true;
 }
 
+/* Exact divisibility without a division (every free off the fast path
+ * checks its pointer): a class size is m << s with m odd and at most 15, and
+ * x is a multiple of an odd m exactly when x * m^-1 (mod 2^64) <=
+ * (2^64 - 1) / m. */
+extern const uint64_t spry_odd_inverse[16], spry_odd_limit[16];
+
+/* True when p is the start of a block of the page (class pages: a carved or
+ * uncarved block; large and huge pages: their one block). */
+static inline bool spry_page_block_start(const spry_page_t *page, const void *p) {
+    const uint8_t *b = p;
+    if (b < page->start) return false;
+    size_t off = (size_t)(b - page->start), size = page->block_size;
+    if (page->kind != SPRY_PAGE_CLASS) return off == 0;
+    unsigned s = (unsigned)__builtin_ctzl(size);
+    size_t m = size >> s;
+    if (off >= (size_t)page->reserved * size || (off & (((size_t)1 << s) - 1))) return false;
+    return (off >> s) * spry_odd_inverse[m] <= spry_odd_limit[m];
+}
+
+/* True when the block p (a block start of a class or large page) is free:
+ * its live bit is clear (8-byte blocks) or it carries the free marker. */
+static inline bool spry_page_block_free(const spry_page_t *page, const void *p) {
+    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) return !spry_page_live_test(page, p);
+    return spry_block_marker(p) == page;
+}
+
 /* Appends a list of blocks taken from page->xfree to local_free and returns
  * how many it held; a block freed twice is reported and the list cut there. */
 uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list);

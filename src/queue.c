@@ -169,9 +169,8 @@ void spry_queues_rebuild(spry_heap_t *heap) {
     for (size_t n = 0; n < SPRY_DIRECT_SLOTS; n++) heap->direct[n] = &spry_empty_page;
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            spry_page_t *page = &seg->pages[i];
-            if (seg->slice_page[i] != page || ((seg->free_mask >> i) & 1) || page->kind != SPRY_PAGE_CLASS)
-                continue;
+            spry_page_t *page = spry_segment_span_at(seg, i);
+            if (!page || page->kind != SPRY_PAGE_CLASS) continue;
             page_unpin(page);
             page->next = page->prev = NULL;
             spry_page_collect_remote(page);

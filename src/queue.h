@@ -7,11 +7,18 @@
 #include "types.h"
 #include "page.h"
 
-/* Hands out the first free block of a class page (page->free not NULL). */
-static inline void *spry_page_pop(spry_page_t *page) {
+/* Takes the first free block off a class page (page->free not NULL); the
+ * caller marks it live. */
+static inline spry_block_t *spry_page_take(spry_page_t *page) {
     spry_block_t *b = page->free;
     page->free = b->next;
     page->used++;
+    return b;
+}
+
+/* Hands out the first free block of a class page (page->free not NULL). */
+static inline void *spry_page_pop(spry_page_t *page) {
+    spry_block_t *b = spry_page_take(page);
     if (spry_unlikely(page->class_idx == 0)) spry_page_live_set(page, b);
     else spry_block_mark_live(b);
     return b;

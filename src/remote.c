@@ -7,6 +7,7 @@
 #include "queue.h"
 #include "purge.h"
 #include "page.h"
+#include "segment.h"
 #include "report.h"
 
 void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
@@ -104,8 +105,8 @@ void spry_inbox_rebuild(spry_heap_t *heap) {
     spry_page_t *list = NULL;
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            spry_page_t *page = &seg->pages[i];
-            if (seg->slice_page[i] != page || ((seg->free_mask >> i) & 1)) continue;
+            spry_page_t *page = spry_segment_span_at(seg, i);
+            if (!page) continue;
             if (!(atomic_load_explicit(&page->xfree, memory_order_relaxed) & SPRY_XFREE_QUEUED)) continue;
             atomic_store_explicit(&page->inbox_next, list, memory_order_relaxed);
             list = page;

@@ -37,6 +37,14 @@ void  spry_huge_free(spry_segment_t *seg);
 /* Grows or shrinks a huge block in place when its run allows; true on success. */
 bool  spry_huge_resize(spry_segment_t *seg, size_t size);
 
+/* The page whose span starts at slice i of a normal segment, or NULL when
+ * the slice is free or inside another span. For walks over a heap's pages
+ * (heap lock held, or no other thread using the heap). */
+static inline spry_page_t *spry_segment_span_at(spry_segment_t *seg, unsigned i) {
+    spry_page_t *page = &seg->pages[i];
+    return seg->slice_page[i] == page && !((seg->free_mask >> i) & 1) ? page : NULL;
+}
+
 /* The segment of a block whose chunk-map value is SPRY_CHUNK_ALIGNED. */
 static inline spry_segment_t *spry_aligned_huge_segment(const void *p) {
     return (spry_segment_t *)(((uintptr_t)p & ~(uintptr_t)SPRY_SEGMENT_MASK) - SPRY_SEGMENT_SIZE);
