@@ -7,6 +7,7 @@
  *   3. a fork child adopts a thread's heap with blocks in its cache: a
  *      second free of one is still caught, and the child allocates on. */
 #include "check.h"
+#include "reports.h"
 #include <spry.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,12 +22,6 @@
 
 static void *blocks[COUNT];
 static void *freed[COUNT];        /* the blocks fill_then_free_thirds freed */
-
-static size_t errors_now(void) {
-    spry_stats_t s;
-    spry_stats_get(&s);
-    return s.errors;
-}
 
 static size_t in_use_now(void) {
     spry_stats_t s;

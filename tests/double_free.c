@@ -20,12 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static size_t errors_now(void) {
-    spry_stats_t s;
-    spry_stats_get(&s);
-    return s.errors;
-}
-
 /* ---- same thread, small blocks: back to back and with other frees between */
 
 static size_t g_size;
@@ -152,17 +146,9 @@ static void child_double_free(void) {
     _exit(0);
 }
 
-static void alarm_fired(int sig) {
-    (void)sig;
-    static const char msg[] = "double_free: watchdog fired (a hang)\n";
-    write(2, msg, sizeof msg - 1);
-    _exit(3);
-}
-
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "child") == 0) child_double_free();
-    signal(SIGALRM, alarm_fired);
-    alarm(120);
+    watchdog_start(120);
 
     static const size_t small[] = {8, 1, 16, 24, 48, 100, 1000, 4000, 40000};
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) check_same_thread(small[i]);

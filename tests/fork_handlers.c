@@ -9,6 +9,7 @@
  *    memory comes back.
  * A watchdog alarm turns a deadlock into a failure; the child has its own. */
 #include "check.h"
+#include "reports.h"
 #include "alloc_api.h"
 #include <pthread.h>
 #include <signal.h>
@@ -26,13 +27,6 @@ static atomic_int stop;
 static atomic_int ready;
 static char *kept[THREADS][KEPT];
 static atomic_int handler_calls;
-
-static void watchdog(int sig) {
-    (void)sig;
-    static const char msg[] = "fork_handlers: watchdog fired (deadlock)\n";
-    write(2, msg, sizeof msg - 1);
-    _exit(3);
-}
 
 /* Every size path that takes a lock: class pages (span lock when a page is
  * new), large spans (heap lock), huge blocks (arena lock). */
@@ -115,8 +109,7 @@ static void child_body(void) {
 }
 
 int main(void) {
-    signal(SIGALRM, watchdog);
-    alarm(240);
+    watchdog_start(240);
     /* registered after spry initialised */
     CHECK(pthread_atfork(h_prepare, h_parent, h_child) == 0);
     pthread_t th[THREADS];

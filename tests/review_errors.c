@@ -34,6 +34,7 @@
  *
  * A watchdog alarm turns a hang into a failure. */
 #include "check.h"
+#include "reports.h"
 #include <spry.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,19 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static size_t errors_now(void) {
-    spry_stats_t s;
-    spry_stats_get(&s);
-    return s.errors;
-}
-
-static void watchdog(int sig) {
-    (void)sig;
-    static const char msg[] = "review_errors: watchdog fired (hang)\n";
-    write(2, msg, sizeof msg - 1);
-    _exit(3);
-}
 
 /* n mallocs of `size`, none of which may be handed out twice. */
 static void check_distinct(size_t size, int n) {
@@ -243,8 +231,7 @@ static void huge_interior(void) {
 }
 
 int main(int argc, char **argv) {
-    signal(SIGALRM, watchdog);
-    alarm(60);
+    watchdog_start(60);
     CHECK(argc == 2);
     const char *c = argv[1];
     if (!strcmp(c, "wild_block_same")) wild_block(0);
