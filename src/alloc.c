@@ -65,16 +65,30 @@ SPRY_API bool spry_owns(const void *p) {
     return p && spry_chunk_kind(p) != SPRY_CHUNK_FOREIGN;
 }
 
-SPRY_API void *spry_realloc(void *p, size_t n) {
-    if (!p) return spry_malloc_inline(n);
-    if (n == 0) { spry_free_inline(p); return NULL; }      /* glibc's choice */
-    spry_page_t *page = page_of_block(p);
-    if (!page) return spry_foreign_realloc(p, n);
-    if (spry_unlikely(!block_is_live(page, p))) {
-        spry_report_error("realloc", "block already freed or invalid pointer", p);
-        errno = EINVAL;
-        return NULL;
-    }
+static void *realloc_invalid(void *p) {
+    spry_report_error("realloc", "block already freed or invalid pointer", p);
+    errno = EINVAL;
+    return NULL;
+}
+
+/* Moves p (old usable bytes) to a new block of n bytes. A shrink to a much
+ * smaller size moves too, so the big block is reused (seed 000: 3 M strings
+ * grown to 20 KB, shrunk to 1 byte): strings that end that small go
+ * straight to the 8-byte blocks, and a copy of at most 8 bytes is one move
+ * (every block has 8). */
+static void *realloc_move(void *p, size_t n, size_t old) {
+    void *q = n <= 8 ? spry_heap_malloc_tiny(spry_tls_heap) : spry_malloc_inline(n);
+    if (!q) return NULL;                 /* p is untouched */
+    size_t len = old < n ? old : n;
+    if (len <= 8) memcpy(q, p, 8);
+    else memcpy(q, p, len);
+    spry_free_inline(p);
+    return q;
+}
+
+/* Every block but the owner's blocks of class pages that are not full. */
+static void *realloc_slow(spry_page_t *page, void *p, size_t n) {
+    if (spry_unlikely(!block_is_live(page, p))) return realloc_invalid(p);
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     size_t old = page->block_size;
     if (page->kind == SPRY_PAGE_HUGE) {
@@ -95,13 +109,37 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
             return p;
         }
     }
-    /* Move. A shrink to a much smaller size moves too, so the big block is
-     * reused (seed 000: 3 M strings grown to 20 KB, shrunk to 1 byte). */
-    void *q = spry_malloc_inline(n);
-    if (!q) return NULL;                 /* p is untouched */
-    memcpy(q, p, old < n ? old : n);
-    spry_free_inline(p);
-    return q;
+    return realloc_move(p, n, old);
+}
+
+SPRY_API void *spry_realloc(void *p, size_t n) {
+    if (!p) return spry_malloc_inline(n);
+    if (n == 0) { spry_free_inline(p); return NULL; }      /* glibc's choice */
+    spry_page_t *page = page_of_block(p);
+    if (!page) return spry_foreign_realloc(p, n);
+    uintptr_t key = spry_key_get(page);
+    if (spry_likely(key == spry_thread_key())) {
+        /* The owner's block of a class page that is not full: a block
+         * start without the free marker. */
+        if (spry_unlikely(!spry_page_class_block_start(page, p) || spry_block_marker(p) == page))
+            return realloc_invalid(p);
+        size_t old = page->block_size;
+        if (n <= old && n > old / 2) return p;  /* fits, and wastes little */
+        return realloc_move(p, n, old);
+    }
+    if (key == (spry_thread_key() | SPRY_KEY_SLOW) && page->kind == SPRY_PAGE_CLASS) {
+        /* The owner's 8-byte block of a page that is not full: its live bit. */
+        size_t i = spry_page_tiny_index(page, p);
+        if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i)))
+            return realloc_invalid(p);
+        if (n <= 8) return p;
+        void *q = spry_malloc_inline(n);
+        if (!q) return NULL;
+        memcpy(q, p, 8);
+        spry_free_tiny(page, p);
+        return q;
+    }
+    return realloc_slow(page, p, n);
 }
 
 SPRY_API void *spry_reallocarray(void *p, size_t count, size_t size) {

@@ -23,6 +23,9 @@
 void spry_free_slow(spry_page_t *page, void *p);
 void spry_free_special(void *p);
 void spry_free_double(void *p);
+/* The owner frees an 8-byte block of a page that is not full (key SLOW, not
+ * FULL); the pointer is checked. */
+void spry_free_tiny(spry_page_t *page, void *p);
 
 static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
     spry_heap_t *heap = spry_tls_heap;

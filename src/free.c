@@ -44,6 +44,19 @@ static inline void free_owner(spry_page_t *page, spry_block_t *b, uintptr_t key)
     if (--page->used == 0) spry_page_empty(page);
 }
 
+/* Kept short (8-byte steps need no general block-start check, one pass
+ * over the live bit, no purge poll): a malloc+free pair of 8-byte blocks
+ * costs 168 instructions through the general path. */
+void spry_free_tiny(spry_page_t *page, void *p) {
+    size_t i = spry_page_tiny_index(page, p);
+    if (spry_unlikely(i >= page->reserved))
+        spry_report_error("free", "invalid pointer", p);
+    else if (spry_unlikely(!spry_page_live_clear_at(page, i)))
+        spry_free_double(p);
+    else
+        free_owner(page, p, 0);           /* not full: the key has no FULL */
+}
+
 /* Another thread's block: batched in this thread's outbox when it has a
  * heap, else pushed at once. */
 static void free_remote(spry_page_t *page, spry_block_t *b) {
@@ -53,32 +66,9 @@ static void free_remote(spry_page_t *page, spry_block_t *b) {
         spry_page_remote_free(page, b);
 }
 
-void spry_free_slow(spry_page_t *page, void *p) {
-    uintptr_t key = spry_key_get(page);
-    /* The owner's free into its full class page, the common slow free at
-     * large working sets: into the block cache. Not checked for a block
-     * start, like the fast path's frees (no room for the check there). */
-    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_FULL))) {
-        /* no SLOW: blocks of 16 B or more, which carry the free marker */
-        if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
-        spry_block_mark_free(p, page);
-        spry_bcache_push(spry_tls_heap, page, p);
-        return;
-    }
-    /* The owner's 8-byte block of a page that is not full: the other common
-     * free here, kept short (8-byte steps need no general block-start check;
-     * one pass over the live bit; no purge poll): a malloc+free pair of
-     * 8-byte blocks costs 109 instructions, 168 through the general path. */
-    if (spry_likely(key == (spry_thread_key() | SPRY_KEY_SLOW)) && page->kind == SPRY_PAGE_CLASS) {
-        uintptr_t off = (uintptr_t)p - (uintptr_t)page->start;   /* p < start wraps */
-        if (spry_unlikely((off & 7) || off >> 3 >= page->reserved))
-            spry_report_error("free", "invalid pointer", p);
-        else if (spry_unlikely(!spry_page_live_clear(page, p)))
-            spry_free_double(p);
-        else
-            free_owner(page, p, 0);           /* not full: key has no FULL */
-        return;
-    }
+/* Every free the two common cases below leave: the pointer checked in full.
+ * Apart, so that those two need no stack frame. */
+static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, uintptr_t key) {
     switch (page->kind) {
     case SPRY_PAGE_HUGE:
         if (!spry_page_block_start(page, p)) break;
@@ -105,6 +95,28 @@ void spry_free_slow(spry_page_t *page, void *p) {
         break;
     }
     spry_report_error("free", "invalid pointer", p);
+}
+
+void spry_free_slow(spry_page_t *page, void *p) {
+    uintptr_t key = spry_key_get(page);
+    uintptr_t mine = key ^ spry_thread_key();     /* the flags when it is ours */
+    /* The owner's free into its full class page, the common slow free at
+     * large working sets: into the block cache. Not checked for a block
+     * start, like the fast path's frees (no room for the check there). */
+    if (spry_likely(mine == SPRY_KEY_FULL)) {
+        /* no SLOW: blocks of 16 B or more, which carry the free marker */
+        if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
+        spry_block_mark_free(p, page);
+        spry_bcache_push(spry_tls_heap, page, p);
+        return;
+    }
+    /* The owner's 8-byte block of a page that is not full: the other common
+     * free here. */
+    if (spry_likely(mine == SPRY_KEY_SLOW) && page->kind == SPRY_PAGE_CLASS) {
+        spry_free_tiny(page, p);
+        return;
+    }
+    free_checked(page, p, key);
 }
 
 void spry_free_special(void *p) {

@@ -67,21 +67,23 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     return p;
 }
 
-void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
-    /* 8-byte blocks (not in direct[]: their live bitmap), sizes above the
-     * direct table, or an empty page: after a class lookup, the same pop as
-     * the fast path, then the blocks freed into full pages. The page first:
-     * its list holds the blocks the fast path freed last, still in cache
-     * (cache first cost 10% at 4-64 KiB with 64 live blocks). (The empty
-     * heap's queues and caches are empty: a new thread falls through.) */
-    if (n <= 8) {
-        spry_page_t *page = heap->queues[0].first;
-        if (spry_likely(page && page->free)) {
-            spry_block_t *b = spry_page_take(page);
-            spry_page_live_set(page, b);
-            return b;
-        }
-    } else if (spry_likely(n <= SPRY_PAGED_MAX)) {
+void *spry_heap_malloc_tiny(spry_heap_t *heap) {
+    spry_page_t *page = heap->queues[0].first;
+    if (spry_likely(page && page->free)) {
+        spry_block_t *b = spry_page_take(page);
+        spry_page_live_set(page, b);
+        return b;
+    }
+    return heap_malloc_slow(heap, 8, 1);
+}
+
+/* Sizes above the direct table, or an empty page: after a class lookup,
+ * the same pop as the fast path, then the blocks freed into full pages. The
+ * page first: its list holds the blocks the fast path freed last, still in
+ * cache (cache first cost 10% at 4-64 KiB with 64 live blocks). (The empty
+ * heap's queues and caches are empty: a new thread falls through.) */
+static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *heap) {
+    if (spry_likely(n <= SPRY_PAGED_MAX)) {
         unsigned c = spry_class_of(n);
         spry_page_t *page = heap->queues[c].first;
         if (spry_likely(page && page->free)) return spry_page_pop(page);
@@ -94,6 +96,12 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         if (spry_likely(p != NULL)) return p;
     }
     return heap_malloc_slow(heap, n, 1);
+}
+
+/* 8-byte blocks first, before the frame the other sizes need is set up. */
+void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
+    if (n <= 8) return spry_heap_malloc_tiny(heap);
+    return heap_malloc_sized(n, heap);
 }
 
 /* Alignment by choice of size, never by offset inside a block, so that every

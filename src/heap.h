@@ -8,6 +8,8 @@
 /* malloc's slow path: first call of a thread, empty page, or n > SMALL_MAX.
  * n <= SPRY_ALLOC_MAX is not assumed. NULL + ENOMEM on failure. */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap);
+/* An 8-byte block (class 0: never in direct[], see page.h). */
+void *spry_heap_malloc_tiny(spry_heap_t *heap);
 /* Allocation of n bytes aligned to `align` (a power of two > 16). */
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */

@@ -19,27 +19,42 @@ void spry_page_refill(spry_page_t *page);
  * which the program orders. */
 #define SPRY_LIVE_MAP_BYTES 1024
 
-static inline uint64_t *spry_page_live_word(const spry_page_t *page, const void *b, uint64_t *bit) {
-    size_t i = (size_t)((const uint8_t *)b - page->start) >> 3;
+static inline uint64_t *spry_page_live_word_at(const spry_page_t *page, size_t i, uint64_t *bit) {
     *bit = (uint64_t)1 << (i & 63);
     return (uint64_t *)(page->start - SPRY_LIVE_MAP_BYTES) + (i >> 6);
+}
+static inline uint64_t *spry_page_live_word(const spry_page_t *page, const void *b, uint64_t *bit) {
+    return spry_page_live_word_at(page, (size_t)((const uint8_t *)b - page->start) >> 3, bit);
+}
+/* The index of p in a class-0 page, or a number >= page->reserved when p is
+ * not one of its block starts (below the blocks or misaligned: the rotate
+ * moves the low bits to the top). */
+static inline size_t spry_page_tiny_index(const spry_page_t *page, const void *p) {
+    size_t off = (size_t)((const uint8_t *)p - page->start);
+    return (off >> 3) | (off << 61);
 }
 static inline void spry_page_live_set(spry_page_t *page, const void *b) {
     uint64_t bit, *w = spry_page_live_word(page, b, &bit);
     __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) | bit, __ATOMIC_RELAXED);
 }
-/* Any thread: is b (a block start of the page) live? */
-static inline bool spry_page_live_test(const spry_page_t *page, const void *b) {
-    uint64_t bit, *w = spry_page_live_word(page, b, &bit);
+/* Any thread: is block i (or b, a block start of the page) live? */
+static inline bool spry_page_live_test_at(const spry_page_t *page, size_t i) {
+    uint64_t bit, *w = spry_page_live_word_at(page, i, &bit);
     return (__atomic_load_n(w, __ATOMIC_RELAXED) & bit) != 0;
 }
-/* Owner: clears b's bit; false when it was clear already (b is free). */
-static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
-    uint64_t bit, *w = spry_page_live_word(page, b, &bit);
+static inline bool spry_page_live_test(const spry_page_t *page, const void *b) {
+    return spry_page_live_test_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);
+}
+/* Owner: clears block i's bit; false when it was clear already (b is free). */
+static inline bool spry_page_live_clear_at(spry_page_t *page, size_t i) {
+    uint64_t bit, *w = spry_page_live_word_at(page, i, &bit);
     uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
     if (!(v & bit)) return false;
     __atomic_store_n(w, v & ~bit, __ATOMIC_RELAXED);
     return true;
+}
+static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
+    return spry_page_live_clear_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);
 }
 
 /* Exact divisibility without a division (every free off the fast path
@@ -50,17 +65,18 @@ extern const uint64_t spry_odd_inverse[16], spry_odd_limit[16];
 
 /* True when p is the start of a block of the page (class pages: a carved or
  * uncarved block; large and huge pages: their one block). */
-static inline bool spry_page_block_start(const spry_page_t *page, const void *p) {
-    const uint8_t *b = p;
-    if (b < page->start) return false;
-    size_t off = (size_t)(b - page->start), size = page->block_size;
-    if (page->kind != SPRY_PAGE_CLASS) return off == 0;
+static inline bool spry_page_class_block_start(const spry_page_t *page, const void *p) {
+    size_t off = (size_t)((const uint8_t *)p - page->start), size = page->block_size;
     unsigned s = (unsigned)__builtin_ctzl(size);
     size_t m = size >> s;
+    /* p below the blocks wraps to an offset past them */
     if (off >= (size_t)page->reserved * size || (off & (((size_t)1 << s) - 1))) return false;
     return (off >> s) * spry_odd_inverse[m] <= spry_odd_limit[m];
 }
-
+static inline bool spry_page_block_start(const spry_page_t *page, const void *p) {
+    if (page->kind == SPRY_PAGE_CLASS) return spry_page_class_block_start(page, p);
+    return (const uint8_t *)p == page->start;
+}
 /* True when the block p (a block start of a class or large page) is free:
  * its live bit is clear (8-byte blocks) or it carries the free marker. */
 static inline bool spry_page_block_free(const spry_page_t *page, const void *p) {

@@ -74,6 +74,37 @@ static void remote_double_free(void *arg) {
     spry_trim();                 /* collects the remote frees: used to spin forever */
 }
 
+/* ---- realloc of a freed block or of a pointer inside a block: NULL, EINVAL,
+ * reported; each kind of page realloc tells apart (the owner's page that is
+ * not full, 8-byte blocks, full pages, large spans) ---------------------- */
+
+static void realloc_wrong(void *arg) {
+    size_t size = *(size_t *)arg;
+    enum { MANY = 20000 };              /* fills pages of every class here */
+    char **many = malloc(MANY * sizeof *many);
+    CHECK(many != NULL);
+    size_t count = size <= 1000 ? MANY : 64;
+    for (size_t i = 0; i < count; i++) CHECK((many[i] = spry_malloc(size)) != NULL);
+    char *p = spry_malloc(size);
+    CHECK(p != NULL);
+    memset(p, 5, size);
+    char *inside = p + (size >= 16 ? 16 : 1);
+    errno = 0;
+    CHECK(spry_realloc(inside, size * 2) == NULL);          /* grow */
+    CHECK_EQ(errno, EINVAL);
+    CHECK(spry_realloc(inside, 1) == NULL);                 /* shrink */
+    for (size_t k = 0; k < size; k++) CHECK(p[k] == 5);      /* p untouched */
+    spry_free(p);
+    errno = 0;
+    CHECK(spry_realloc(p, size * 2) == NULL);
+    CHECK_EQ(errno, EINVAL);
+    CHECK(spry_realloc(p, size) == NULL);                   /* would fit */
+    spry_free(many[0]);               /* a block of a page that was full */
+    CHECK(spry_realloc(many[0], size + 1) == NULL);
+    for (size_t i = 1; i < count; i++) spry_free(many[i]);
+    free(many);
+}
+
 /* ---- huge blocks: the chunk map forgets them at the first free ------------ */
 
 static void huge_double_free(void *arg) {
@@ -159,6 +190,12 @@ int main(int argc, char **argv) {
         int n = count_reports(remote_double_free, (void *)&remote_sizes[i], "double free");
         CHECKF(n == 1, "remote double free of %zu bytes: %d reports", remote_sizes[i], n);
         CHECK_EQ(errors_now(), before + 1);
+    }
+
+    static const size_t realloc_sizes[] = {8, 1, 32, 100, 1000, 40000, 200000};
+    for (size_t i = 0; i < sizeof realloc_sizes / sizeof realloc_sizes[0]; i++) {
+        int n = count_reports(realloc_wrong, (void *)&realloc_sizes[i], "realloc");
+        CHECKF(n == 5, "realloc of wrong pointers, %zu bytes: %d reports, want 5", realloc_sizes[i], n);
     }
 
     static const size_t huge_sizes[] = {8u << 20, (size_t)600 << 20};
