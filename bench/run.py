@@ -59,6 +59,13 @@ PEERS = {
 class Allocator:
     def __init__(self, name, path, used, reason=""):
         self.name, self.path, self.used, self.reason = name, path, used, reason
+        # What the benchmark programs report finding mapped: an allocator
+        # added with --lib (say another build of spry, to compare two
+        # commits side by side) is known by its library's file name.
+        self.family = name
+        if name not in suite.ALLOCATORS and path:
+            base = os.path.basename(path)
+            self.family = next((a for a in suite.ALLOCATORS if a in base), name)
 
     def env(self, base):
         env = dict(base)
@@ -808,7 +815,7 @@ def drive_server(cell, alloc, ctx, p, log):
         status = "failed (wrk: %s)" % ((wr["err"] or wr["out"]).strip().splitlines() or ["no result"])[-1][:80]
     elif metrics["errors"] > 0.001 * max(1.0, metrics["requests"]):
         status = "failed (%d HTTP errors)" % metrics["errors"]
-    elif detected != alloc.name:
+    elif detected != alloc.family:
         status = "mismatch (found %s)" % (detected or "nothing")
     else:
         status = "ok"
@@ -1108,7 +1115,7 @@ def main(argv):
                         program = cell.variants[alloc.name] if cell.variants else cell.program
                         argv_run = [os.path.join(args.bench_dir, program)] + cell.args
                         run = run_program(argv_run, alloc.env(ctx.base_env), cell.timeout, rss_limit_kb)
-                        status, metrics, detected, maxrss = judge(cell.test, alloc.name, run, rss_limit_kb)
+                        status, metrics, detected, maxrss = judge(cell.test, alloc.family, run, rss_limit_kb)
                         wall = run["wall"]
                         cmdline = "%s%s" % ("LD_PRELOAD=%s " % alloc.path if alloc.path else "",
                                             " ".join(argv_run))

@@ -103,7 +103,7 @@ void spry_free_slow(spry_page_t *page, void *p) {
     /* The owner's free into its full class page, the common slow free at
      * large working sets: into the block cache. Not checked for a block
      * start, like the fast path's frees (no room for the check there). */
-    if (spry_likely(mine == SPRY_KEY_FULL)) {
+    if (spry_likely((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0)) {
         /* no SLOW: blocks of 16 B or more, which carry the free marker */
         if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
         spry_block_mark_free(p, page);

@@ -34,6 +34,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
         bytes -= SPRY_LIVE_MAP_BYTES;
         key |= SPRY_KEY_SLOW;
     }
+    if (bs > SPRY_SMALL_MAX) key |= SPRY_KEY_CACHED;   /* the owner's frees: block_cache.h */
     page->reserved = (uint32_t)(bytes / bs);
     page->capacity = 0;
     page->used = 0;

@@ -70,7 +70,9 @@ typedef struct spry_block { struct spry_block *next; } spry_block_t;
 struct spry_heap;
 
 /* page->key: the owning thread's thread pointer (%fs:0, one load), or'ed
- * with FULL while the page sits outside its queue, and with SLOW for pages
+ * with FULL while the page sits outside its queue, with CACHED for pages of
+ * blocks above 1 KiB (the owner's frees go to the block cache, whatever
+ * the page's state: block_cache.h), and with SLOW for pages
  * of 8-byte blocks (class 0, see below) and large blocks (one block per
  * span: the slow free checks that the pointer is its start, so a stale
  * pointer into the owner's live large block is not taken for it); 0 while
@@ -80,9 +82,10 @@ struct spry_heap;
  * so a heap's keys are rewritten when its thread exits and when a new thread
  * takes it over (heap_rekey). Thread pointers are 64-byte aligned, so the
  * flags never collide with them. */
-#define SPRY_KEY_FULL  ((uintptr_t)1)
-#define SPRY_KEY_SLOW  ((uintptr_t)2)
-#define SPRY_KEY_FLAGS (SPRY_KEY_FULL | SPRY_KEY_SLOW)
+#define SPRY_KEY_FULL   ((uintptr_t)1)
+#define SPRY_KEY_SLOW   ((uintptr_t)2)
+#define SPRY_KEY_CACHED ((uintptr_t)4)
+#define SPRY_KEY_FLAGS  (SPRY_KEY_FULL | SPRY_KEY_SLOW | SPRY_KEY_CACHED)
 
 /* Double frees. A block of 16 bytes or more that is free holds its page's
  * descriptor address in its second word (the free marker): every free writes
