@@ -65,5 +65,5 @@ __attribute__((constructor(101))) static void spry_at_load(void) {
 }
 
 __attribute__((destructor)) static void spry_at_exit(void) {
-    if (spry_option(SPRY_OPT_STATS)) spry_stats_print(2);
+    if (spry_option(SPRY_OPT_STATS)) spry_stats_at_exit();
 }
