@@ -33,7 +33,7 @@ typedef struct rec { void *p; size_t size; } rec_t;
 static rec_t blocks[THREADS][PER_THREAD];   /* p NULL once freed */
 static rec_t freed[THREADS][PER_THREAD];
 static size_t nfreed[THREADS];
-static pthread_barrier_t allocated, remote_done, walked;
+static pthread_barrier_t allocated, own_freed, remote_done, walked;
 
 /* ---- the record of one walk (mmap'd: the visitor must not need malloc) -- */
 #define SEEN_MAX (1u << 20)
@@ -109,11 +109,14 @@ static void *worker(void *arg) {
     blocks[t][k].size = 5 << 20;                      /* an aligned huge block */
     blocks[t][k++].p = spry_aligned_alloc(4 << 20, 5 << 20);
     for (size_t i = 0; i < PER_THREAD; i++) CHECK_NOTNULL(blocks[t][i].p);
+    /* no free before every allocation: a freed address must not be handed
+     * out again to a block the walk then rightly visits */
+    pthread_barrier_wait(&allocated);
     /* a third of its own, including one big block in three */
     for (size_t i = 0; i < PER_THREAD; i += 3) free_block(t, i);
-    pthread_barrier_wait(&allocated);
+    pthread_barrier_wait(&own_freed);
     /* a third of the next thread's (blocks[u] is only written by u before
-     * the barrier): remote frees, the last batches left in the outbox */
+     * the barriers): remote frees, the last batches left in the outbox */
     int u = (t + 1) % THREADS;
     for (size_t i = 1; i < PER_THREAD; i += 3) free_block(u, i);
     pthread_barrier_wait(&remote_done);
@@ -124,6 +127,7 @@ static void *worker(void *arg) {
 static void test_threads(void) {
     pthread_t th[THREADS];
     pthread_barrier_init(&allocated, NULL, THREADS);
+    pthread_barrier_init(&own_freed, NULL, THREADS);
     pthread_barrier_init(&remote_done, NULL, THREADS + 1);
     pthread_barrier_init(&walked, NULL, THREADS + 1);
     for (int t = 0; t < THREADS; t++)
