@@ -55,6 +55,20 @@ size_t spry_good_size(size_t size);
  * other allocators. Not a test that p is a live block. */
 bool   spry_owns(const void *p);
 
+/* Calls visit(block, size, arg) for every live block spry has handed out
+ * (size: its usable size) and returns how many it visited; a visit that
+ * returns false stops the walk after that block. visit may be NULL: the
+ * blocks are only counted.
+ * - Exact while no other thread allocates or frees. When others do, the
+ *   walk never crashes or hangs, but may miss or include the blocks they
+ *   are changing.
+ * - No spry lock is held while visit runs: it may call malloc, free (the
+ *   block it is given included) and spry_heap_walk. Blocks it allocates may
+ *   or may not be visited later in the same walk.
+ * - Blocks of another allocator (pointers from before spry was loaded) are
+ *   not visited. */
+size_t spry_heap_walk(bool (*visit)(void *block, size_t size, void *arg), void *arg);
+
 /* ---- memory return ----------------------------------------------------- */
 /* Return every free page to the kernel now (all heaps), not after the
  * purge delay. RSS really drops (MADV_DONTNEED). */

@@ -9,6 +9,7 @@
 #include "init.h"
 #include "page.h"
 #include "report.h"
+#include "walk.h"
 #include <errno.h>
 #include <string.h>
 
@@ -187,6 +188,10 @@ SPRY_API void spry_trim(void) {
     if (heap != &spry_empty_heap) spry_heap_collect(heap);
     spry_purge_all();
     spry_purge_start_point();
+}
+
+SPRY_API size_t spry_heap_walk(bool (*visit)(void *block, size_t size, void *arg), void *arg) {
+    return spry_walk_blocks(visit, arg);
 }
 
 SPRY_API long spry_option_get(const char *name) {

@@ -246,6 +246,15 @@ void spry_heap_collect(spry_heap_t *heap) {
     }
 }
 
+/* heaps_all only grows at its head and heaps are never freed, so the list
+ * from its head on can be walked without the lock. */
+spry_heap_t *spry_heaps_list(void) {
+    spry_lock(&heaps_lock);
+    spry_heap_t *all = heaps_all;
+    spry_unlock(&heaps_lock);
+    return all;
+}
+
 bool spry_heaps_purge(bool force) {
     bool waiting = false;
     /* Dormant heaps have no owner: claim them all, collect what other threads
@@ -265,10 +274,7 @@ bool spry_heaps_purge(bool force) {
         heaps_dormant = dormant;
         spry_unlock(&heaps_lock);
     }
-    spry_lock(&heaps_lock);
-    spry_heap_t *all = heaps_all;
-    spry_unlock(&heaps_lock);
-    /* heaps_all only grows at its head, so this walk is safe unlocked. */
+    spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
         if (spry_heap_purge_spans(h, force)) waiting = true;
         /* A live owner lets its retained pages go at its next slow path. */
@@ -278,9 +284,7 @@ bool spry_heaps_purge(bool force) {
 }
 
 void spry_heaps_trim_urgent(void) {
-    spry_lock(&heaps_lock);
-    spry_heap_t *all = heaps_all;
-    spry_unlock(&heaps_lock);
+    spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next)
         if (atomic_load_explicit(&h->purge_urgent, memory_order_relaxed)) spry_heap_trim_urgent(h);
 }
@@ -329,9 +333,7 @@ void spry_heaps_fork_child(void) {
 /* ---- heap walk (statistics, debugging) ---------------------------------- */
 
 void spry_heaps_span_totals(size_t *in_use, size_t *dirty) {
-    spry_lock(&heaps_lock);
-    spry_heap_t *all = heaps_all;
-    spry_unlock(&heaps_lock);
+    spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
         *in_use += atomic_load_explicit(&h->span_in_use, memory_order_relaxed);
         *dirty += atomic_load_explicit(&h->span_dirty, memory_order_relaxed);
@@ -339,9 +341,7 @@ void spry_heaps_span_totals(size_t *in_use, size_t *dirty) {
 }
 
 void spry_heaps_walk(spry_heap_walk_t *w) {
-    spry_lock(&heaps_lock);
-    spry_heap_t *all = heaps_all;
-    spry_unlock(&heaps_lock);
+    spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
         spry_lock(&h->lock);
         for (spry_segment_t *seg = h->segments; seg; seg = seg->next) {

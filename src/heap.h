@@ -19,6 +19,9 @@ spry_heap_t *spry_heap_acquire(void);
 void  spry_heap_collect(spry_heap_t *heap);
 /* The purge thread's pass over all heaps; true while memory waits. */
 bool  spry_heaps_purge(bool force);
+/* Every heap ever made, through all_next (dormant ones included); safe to
+ * walk without a lock. */
+spry_heap_t *spry_heaps_list(void);
 /* Trims every heap marked over budget (the purge thread, on a kick). */
 void  spry_heaps_trim_urgent(void);
 

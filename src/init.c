@@ -4,6 +4,7 @@
 #include "heap.h"
 #include "arena.h"
 #include "purge.h"
+#include "segment.h"
 #include "stats.h"
 #include "types.h"
 #include "os.h"
@@ -17,7 +18,7 @@ int spry_cpus = 1;
 
 /* Fork from a multi-threaded parent: every spry lock is taken before the
  * fork and released on both sides, so the child never inherits a lock held
- * by a thread that does not exist there. Order: purge pass, heaps, arena.
+ * by a thread that does not exist there. Order: purge pass, heaps, arena, huge blocks.
  * From the moment all are held until the parent or child handler runs, the
  * forking thread may still allocate (atfork handlers registered before
  * spry's run then): see spry_fork_owner in lock.h. */
@@ -25,10 +26,12 @@ static void fork_prepare(void) {
     spry_purge_fork_prepare();
     spry_heaps_fork_prepare();
     spry_arena_fork_prepare();
+    spry_huge_fork_prepare();
     atomic_store_explicit(&spry_fork_owner, (uintptr_t)__builtin_thread_pointer(), memory_order_relaxed);
 }
 static void fork_parent(void) {
     atomic_store_explicit(&spry_fork_owner, 0, memory_order_relaxed);
+    spry_huge_fork_parent();
     spry_arena_fork_parent();
     spry_heaps_fork_parent();
     spry_purge_fork_parent();
@@ -37,6 +40,7 @@ static void fork_child(void) {
     atomic_store_explicit(&spry_fork_owner, 0, memory_order_relaxed);
     /* purge state first: adopting heaps frees memory and asks for a pass */
     spry_purge_fork_child();
+    spry_huge_fork_child();
     spry_arena_fork_child();
     spry_heaps_fork_child();
 }
@@ -61,5 +65,5 @@ __attribute__((constructor(101))) static void spry_at_load(void) {
 }
 
 __attribute__((destructor)) static void spry_at_exit(void) {
-    if (spry_option(SPRY_OPT_STATS)) spry_stats_print(2);
+    if (spry_option(SPRY_OPT_STATS)) spry_stats_at_exit();
 }

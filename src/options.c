@@ -1,6 +1,8 @@
 /* The one table of options. Each is read from its environment variable the
- * first time spry initialises; values are plain decimal integers. A bad value
- * keeps the default and says so on stderr. */
+ * first time spry initialises; values are plain decimal integers, but for
+ * path options, whose text is copied (the program may change its
+ * environment later) and whose value is then 1. A bad value keeps the
+ * default and says so on stderr. */
 #define _GNU_SOURCE
 #include "options.h"
 #include "os.h"
@@ -13,15 +15,18 @@ typedef struct option_desc {
     long        def;
     long        min, max;
     const char *doc;
+    char       *text;       /* a path option's copy of its value; NULL for integers */
 } option_desc_t;
+
+static char stats_file[SPRY_OPTION_TEXT_MAX];
 
 static const option_desc_t option_table[SPRY_OPT_COUNT] = {
     [SPRY_OPT_PURGE_DELAY_MS] = { "SPRY_PURGE_DELAY_MS", 250, 0, 3600000,
         "free memory older than this goes back to the kernel (MADV_DONTNEED)" },
     [SPRY_OPT_PURGE_THREAD]   = { "SPRY_PURGE_THREAD", 1, 0, 1,
         "1: a background thread returns memory of idle programs; 0: only on allocator calls" },
-    [SPRY_OPT_STATS]          = { "SPRY_STATS", 0, 0, 1,
-        "1: print statistics to stderr at exit" },
+    [SPRY_OPT_STATS]          = { "SPRY_STATS", 0, 0, 2,
+        "1: print statistics at exit (to stderr or SPRY_STATS_FILE); 2: the same as one line of JSON" },
     [SPRY_OPT_THP]            = { "SPRY_THP", 0, 0, 1,
         "1: allow transparent huge pages for huge blocks (may raise RSS)" },
     [SPRY_OPT_ARENA_MB]       = { "SPRY_ARENA_MB", 64, 4, 1024,
@@ -30,6 +35,9 @@ static const option_desc_t option_table[SPRY_OPT_COUNT] = {
         "1: report programming errors (double free, invalid pointer) and bad options on stderr; 0: silent" },
     [SPRY_OPT_ABORT_ON_ERROR] = { "SPRY_ABORT_ON_ERROR", 0, 0, 1,
         "1: abort() on a double free or invalid pointer instead of ignoring it (for CI)" },
+    [SPRY_OPT_STATS_FILE]     = { "SPRY_STATS_FILE", 0, 0, 1,
+        "path: SPRY_STATS appends there (created 0600, never through a symbolic link), not to stderr",
+        stats_file },
 };
 
 long spry_options[SPRY_OPT_COUNT];
@@ -55,8 +63,14 @@ void spry_options_init(void) {
         const option_desc_t *d = &option_table[i];
         long v = d->def, parsed;
         const char *s = secure_getenv(d->name);
-        if (s && option_parse(s, &parsed) && parsed >= d->min && parsed <= d->max) v = parsed;
-        else if (s) bad[i] = s;
+        if (s && d->text && *s && strlen(s) < SPRY_OPTION_TEXT_MAX) {
+            strcpy(d->text, s);
+            v = 1;
+        } else if (s && !d->text && option_parse(s, &parsed) && parsed >= d->min && parsed <= d->max) {
+            v = parsed;
+        } else if (s) {
+            bad[i] = s;
+        }
         spry_options[i] = v;
     }
     if (!spry_option(SPRY_OPT_VERBOSE)) return;
@@ -66,9 +80,13 @@ void spry_options_init(void) {
         spry_fmt_t f; spry_fmt_init(&f);
         spry_fmt_str(&f, "spry: ignoring "); spry_fmt_str(&f, d->name);
         spry_fmt_str(&f, "="); spry_fmt_str(&f, bad[i]);
-        spry_fmt_str(&f, " (want an integer in ");
-        spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");
-        spry_fmt_long(&f, d->max); spry_fmt_str(&f, ")\n");
+        if (d->text) {
+            spry_fmt_str(&f, " (want a path shorter than 4096 bytes)\n");
+        } else {
+            spry_fmt_str(&f, " (want an integer in ");
+            spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");
+            spry_fmt_long(&f, d->max); spry_fmt_str(&f, ")\n");
+        }
         spry_fmt_flush(&f, 2);
     }
 }
@@ -82,13 +100,12 @@ long spry_options_lookup(const char *name) {
     return -1;
 }
 
-void spry_options_print(int fd) {
-    spry_fmt_t f; spry_fmt_init(&f);
-    for (int i = 0; i < SPRY_OPT_COUNT; i++) {
-        spry_fmt_str(&f, "  "); spry_fmt_str(&f, option_table[i].name);
-        spry_fmt_str(&f, "="); spry_fmt_long(&f, spry_options[i]);
-        spry_fmt_str(&f, "  # "); spry_fmt_str(&f, option_table[i].doc);
-        spry_fmt_str(&f, "\n");
-        spry_fmt_flush(&f, fd);
-    }
+const char *spry_option_text(spry_option_t o) {
+    return spry_options[o] ? option_table[o].text : NULL;
+}
+
+bool spry_option_describe(spry_option_t o, const char **name, const char **doc) {
+    *name = option_table[o].name;
+    *doc = option_table[o].doc;
+    return option_table[o].text != NULL;
 }

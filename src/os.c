@@ -60,6 +60,15 @@ void spry_os_write(int fd, const char *s, size_t n) {
     }
 }
 
+int spry_os_open_append(const char *path) {
+    int fd;
+    do fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+void spry_os_close(int fd) { close(fd); }
+
 /* Reads a small file into buf (NUL-terminated); no stdio, no malloc. */
 static long os_read_small(const char *path, char *buf, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

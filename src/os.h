@@ -26,6 +26,10 @@ void     spry_os_no_huge(void *p, size_t size);
 void     spry_os_huge(void *p, size_t size);
 uint64_t spry_os_now_ms(void);
 void     spry_os_write(int fd, const char *s, size_t n);
+/* Opens a file for appending (created 0600 when missing, never truncated,
+ * never through a symbolic link); -1 with errno on failure. */
+int      spry_os_open_append(const char *path);
+void     spry_os_close(int fd);
 /* CPUs this process may run on: the affinity mask, capped by a cgroup v2
  * cpu.max quota. */
 int      spry_os_cpu_count(void);

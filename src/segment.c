@@ -355,6 +355,52 @@ bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
 
 /* ---- huge blocks --------------------------------------------------------- */
 
+/* Live huge blocks, for the heap walk only (no heap owns them): a list
+ * through their headers' next/prev, unused otherwise in huge segments.
+ * huge_lock is a leaf: nothing else is taken while it is held. */
+static spry_lock_t huge_lock = SPRY_LOCK_INIT;
+static spry_segment_t *huge_list;
+
+static void huge_link(spry_segment_t *seg) {
+    spry_lock(&huge_lock);
+    seg->prev = NULL;
+    seg->next = huge_list;
+    if (huge_list) huge_list->prev = seg;
+    huge_list = seg;
+    spry_unlock(&huge_lock);
+}
+
+static void huge_unlink(spry_segment_t *seg) {
+    spry_lock(&huge_lock);
+    if (seg->prev) seg->prev->next = seg->next; else huge_list = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    spry_unlock(&huge_lock);
+}
+
+size_t spry_huge_blocks_after(uintptr_t after, void **blocks, size_t *sizes, size_t max) {
+    size_t n = 0;
+    spry_lock(&huge_lock);
+    /* the list is in no order: the lowest block above `after`, each time
+     * (walks are rare, huge blocks few) */
+    while (n < max) {
+        spry_page_t *low = NULL;
+        for (spry_segment_t *seg = huge_list; seg; seg = seg->next) {
+            spry_page_t *page = &seg->pages[1];
+            if ((uintptr_t)page->start > after && (!low || page->start < low->start)) low = page;
+        }
+        if (!low) break;
+        blocks[n] = low->start;
+        sizes[n++] = low->block_size;
+        after = (uintptr_t)low->start;
+    }
+    spry_unlock(&huge_lock);
+    return n;
+}
+
+void spry_huge_fork_prepare(void) { spry_lock(&huge_lock); }
+void spry_huge_fork_parent(void)  { spry_unlock(&huge_lock); }
+void spry_huge_fork_child(void)   { spry_lock_init(&huge_lock); }
+
 void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     /* The block starts after the header slice; a larger alignment below
      * 4 MiB moves it further into the first chunk; 4 MiB or more puts it at
@@ -400,6 +446,7 @@ void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     if (run_align) chunk_map_set(block, SPRY_CHUNK_ALIGNED);
     else chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
     if (spry_option(SPRY_OPT_THP) && usable >= 2 * 1024 * 1024) spry_os_huge(block, usable);
+    huge_link(seg);
     spry_stat_add(&spry_stat.huge_in_use, seg->size);
     spry_stat_in_use_add(seg->size);
     return block;
@@ -420,6 +467,7 @@ bool spry_huge_resize(spry_segment_t *seg, size_t size) {
 
 void spry_huge_free(spry_segment_t *seg) {
     spry_page_t *page = &seg->pages[1];
+    huge_unlink(seg);
     for (size_t i = 0; i < seg->size >> SPRY_SEGMENT_SHIFT; i++)
         chunk_map_set((uint8_t *)seg + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_FOREIGN);
     spry_stat_sub(&spry_stat.huge_in_use, seg->size);

@@ -5,6 +5,8 @@
 #include "os.h"
 #include "heap.h"
 #include "../include/spry.h"
+#include <string.h>
+#include <unistd.h>
 
 spry_stat_counters_t spry_stat;
 
@@ -54,9 +56,71 @@ void spry_stats_get(spry_stats_t *out) {
     if (out) stats_collect(out);
 }
 
-static void stats_line(int fd, const char *name, size_t v, const char *doc) {
+/* ---- printing -------------------------------------------------------------
+ * One record per call, text or one line of JSON, gathered in a buffer and
+ * written with one write(2) where it fits: processes sharing a stats file
+ * (a program and its children) append whole records, each led by its pid. */
+
+typedef struct stats_out {
+    int  fd;
+    bool json;
+    bool first;             /* JSON: no comma before the next member */
+    size_t len;
+    char buf[8192];
+} stats_out_t;
+
+static void out_bytes(stats_out_t *o, const char *s, size_t n) {
+    if (o->len + n > sizeof o->buf) {
+        spry_os_write(o->fd, o->buf, o->len);
+        o->len = 0;
+    }
+    if (n > sizeof o->buf) { spry_os_write(o->fd, s, n); return; }
+    for (size_t i = 0; i < n; i++) o->buf[o->len++] = s[i];
+}
+
+static void out_fmt(stats_out_t *o, spry_fmt_t *f) {
+    out_bytes(o, f->buf, f->len);
+    f->len = 0;
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void out_json_string(stats_out_t *o, const char *s) {
+    out_bytes(o, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = { '\\', (char)c };
+            out_bytes(o, e, 2);
+        } else if (c < 0x20) {
+            static const char hex[] = "0123456789abcdef";
+            char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+            out_bytes(o, e, 6);
+        } else {
+            out_bytes(o, (const char *)&c, 1);
+        }
+    }
+    out_bytes(o, "\"", 1);
+}
+
+/* A JSON member's "name": with the comma it needs. */
+static void out_json_key(stats_out_t *o, const char *name) {
+    if (!o->first) out_bytes(o, ",", 1);
+    o->first = false;
+    out_json_string(o, name);
+    out_bytes(o, ":", 1);
+}
+
+/* A figure: "  prefix.name: v (x MiB)  # doc" or "name":v. */
+static void out_figure(stats_out_t *o, const char *prefix, const char *name, size_t v, const char *doc) {
     spry_fmt_t f; spry_fmt_init(&f);
+    if (o->json) {
+        out_json_key(o, name);
+        spry_fmt_ulong(&f, v);
+        out_fmt(o, &f);
+        return;
+    }
     spry_fmt_str(&f, "  ");
+    spry_fmt_str(&f, prefix);
     spry_fmt_str(&f, name);
     spry_fmt_str(&f, ": ");
     spry_fmt_ulong(&f, v);
@@ -68,26 +132,97 @@ static void stats_line(int fd, const char *name, size_t v, const char *doc) {
     spry_fmt_str(&f, "  # ");
     spry_fmt_str(&f, doc);
     spry_fmt_str(&f, "\n");
-    spry_fmt_flush(&f, fd);
+    out_fmt(o, &f);
+}
+
+/* A group: a header line in text, a nested object in JSON. */
+static void out_group_open(stats_out_t *o, const char *json_key, const char *text_header) {
+    if (o->json) {
+        out_json_key(o, json_key);
+        out_bytes(o, "{", 1);
+        o->first = true;
+    } else if (text_header) {
+        spry_fmt_t f; spry_fmt_init(&f);
+        spry_fmt_str(&f, text_header);
+        out_fmt(o, &f);
+    }
+}
+
+static void out_group_close(stats_out_t *o) {
+    if (o->json) out_bytes(o, "}", 1);
+    o->first = false;
+}
+
+static void out_option(stats_out_t *o, spry_option_t opt) {
+    const char *name, *doc, *text = spry_option_text(opt);
+    bool path = spry_option_describe(opt, &name, &doc);
+    spry_fmt_t f; spry_fmt_init(&f);
+    if (o->json) {
+        out_json_key(o, name);
+        if (text) out_json_string(o, text);
+        else if (path) out_bytes(o, "null", 4);
+        else { spry_fmt_long(&f, spry_option(opt)); out_fmt(o, &f); }
+        return;
+    }
+    spry_fmt_str(&f, "  "); spry_fmt_str(&f, name); spry_fmt_str(&f, "=");
+    out_fmt(o, &f);
+    if (text) out_bytes(o, text, strlen(text));
+    else if (!path) { spry_fmt_long(&f, spry_option(opt)); out_fmt(o, &f); }
+    spry_fmt_str(&f, "  # "); spry_fmt_str(&f, doc); spry_fmt_str(&f, "\n");
+    out_fmt(o, &f);
+}
+
+static void stats_write(int fd, bool json) {
+    stats_out_t o = { .fd = fd, .json = json, .first = true };
+    spry_stats_t s;
+    stats_collect(&s);
+    spry_heap_walk_t w = {0};
+    spry_heaps_walk(&w);
+    spry_fmt_t f; spry_fmt_init(&f);
+    if (json) spry_fmt_str(&f, "{\"pid\":");
+    else spry_fmt_str(&f, "spry statistics (pid ");
+    spry_fmt_long(&f, (long)getpid());
+    spry_fmt_str(&f, json ? "" : "):\n");
+    out_fmt(&o, &f);
+    o.first = false;
+#define X(name, doc) out_figure(&o, "", #name, s.name, doc);
+    SPRY_STAT_LIST(X)
+#undef X
+    out_group_open(&o, "walk", NULL);
+    out_figure(&o, "walk.", "segments", w.segments, "segments owned by heaps");
+    out_figure(&o, "walk.", "free_slices", w.free_slices, "64 KiB slices free in them");
+    out_figure(&o, "walk.", "class_pages", w.class_pages, "pages of size classes");
+    out_figure(&o, "walk.", "full_pages", w.full_pages, "of which full");
+    out_figure(&o, "walk.", "large_pages", w.large_pages, "pages holding one large block");
+    out_figure(&o, "walk.", "class_bytes", w.class_bytes, "bytes spanned by class pages");
+    out_figure(&o, "walk.", "used_bytes", w.used_bytes, "bytes in blocks not freed (or not yet collected)");
+    out_group_close(&o);
+    out_group_open(&o, "options", "spry options:\n");
+    for (int i = 0; i < SPRY_OPT_COUNT; i++) out_option(&o, (spry_option_t)i);
+    out_group_close(&o);
+    if (json) out_bytes(&o, "}\n", 2);
+    spry_os_write(fd, o.buf, o.len);
 }
 
 __attribute__((visibility("default")))
 void spry_stats_print(int fd) {
-    spry_stats_t s;
-    stats_collect(&s);
-    spry_os_write(fd, "spry statistics:\n", 17);
-#define X(name, doc) stats_line(fd, #name, s.name, doc);
-    SPRY_STAT_LIST(X)
-#undef X
-    spry_heap_walk_t w = {0};
-    spry_heaps_walk(&w);
-    stats_line(fd, "walk.segments", w.segments, "segments owned by heaps");
-    stats_line(fd, "walk.free_slices", w.free_slices, "64 KiB slices free in them");
-    stats_line(fd, "walk.class_pages", w.class_pages, "pages of size classes");
-    stats_line(fd, "walk.full_pages", w.full_pages, "of which full");
-    stats_line(fd, "walk.large_pages", w.large_pages, "pages holding one large block");
-    stats_line(fd, "walk.class_bytes", w.class_bytes, "bytes spanned by class pages");
-    stats_line(fd, "walk.used_bytes", w.used_bytes, "bytes in blocks not freed (or not yet collected)");
-    spry_os_write(fd, "spry options:\n", 14);
-    spry_options_print(fd);
+    stats_write(fd, false);
+}
+
+void spry_stats_at_exit(void) {
+    const char *path = spry_option_text(SPRY_OPT_STATS_FILE);
+    int fd = path ? spry_os_open_append(path) : 2;
+    if (fd < 0) {
+        /* not a programming error of the program: said, not counted */
+        if (spry_option(SPRY_OPT_VERBOSE)) {
+            spry_fmt_t f; spry_fmt_init(&f);
+            spry_fmt_str(&f, "spry: cannot open SPRY_STATS_FILE=");
+            spry_fmt_str(&f, path);
+            spry_fmt_str(&f, " (an existing symbolic link, or no such directory?)\n");
+            spry_fmt_flush(&f, 2);
+        }
+        return;
+    }
+    stats_write(fd, spry_option(SPRY_OPT_STATS) == 2);
+    if (path) spry_os_close(fd);
 }

@@ -37,6 +37,9 @@ void spry_stat_in_use_add(size_t v);
 void spry_stat_in_use_sub(size_t v);
 void spry_stat_dirty_add(size_t v);
 void spry_stat_dirty_sub(size_t v);
+/* The statistics at exit (SPRY_STATS): text or JSON, to stderr or
+ * SPRY_STATS_FILE. */
+void spry_stats_at_exit(void);
 /* Updates committed_peak from the current totals (purge passes call it). */
 void spry_stat_sample_peak(void);
 

@@ -1,0 +1,167 @@
+/* The heap walk: every live block spry has handed out (spry_heap_walk).
+ *
+ * No spry lock is held while the visitor runs, so it may allocate, free, or
+ * walk again. Blocks are gathered in batches under one heap's lock (the span
+ * layout, segment list and page kinds then hold still) and visited once the
+ * lock is dropped. The walk resumes from an address, not from a pointer into
+ * a list: the segment it was in may have been given back meanwhile. Within a
+ * heap addresses only grow, so no block is gathered twice.
+ *
+ * A block is live when it was carved (index < capacity) and is not free:
+ * blocks of 16 B or more carry the free marker while free, wherever they
+ * wait (page lists, remote-free lists, outboxes, the block cache; types.h);
+ * 8-byte blocks have their live bit (page.h), which a free from another
+ * thread leaves set until the owner collects the block, so the blocks on the
+ * page's remote list and in every heap's outbox batch for the page are
+ * taken out too. Large blocks carry the marker in their one block; huge
+ * blocks are live while listed (segment.c).
+ *
+ * The owner-only fields read here (a page's start, block size, capacity;
+ * outbox batches) and the blocks' markers are plain reads: exact while the
+ * other threads do not allocate or free, a snapshot that may miss or include
+ * a block changing at that moment otherwise. Every address read is kept
+ * inside the page's segment, whose memory stays mapped (arenas are never
+ * unmapped), and every list followed is bounded by the page's capacity, so a
+ * racing owner can never make the walk fault or loop. */
+#include "walk.h"
+#include "heap.h"
+#include "page.h"
+#include "remote.h"
+#include "segment.h"
+
+#define WALK_BATCH 128
+
+typedef struct walk_batch {
+    void  *block[WALK_BATCH];
+    size_t size[WALK_BATCH];
+    size_t n;
+} walk_batch_t;
+
+static inline bool batch_full(const walk_batch_t *b) { return b->n == WALK_BATCH; }
+
+static inline void batch_add(walk_batch_t *b, void *block, size_t size) {
+    b->block[b->n] = block;
+    b->size[b->n++] = size;
+}
+
+/* Class-0 blocks of `page` on the list from `b` (a remote-free list or an
+ * outbox batch): set in `freed`. Only block starts of the page's carved part
+ * are followed, at most `cap` of them. */
+static void tiny_mark_list(const spry_page_t *page, const spry_block_t *b, uint32_t cap,
+                           uint64_t *freed) {
+    for (uint32_t steps = 0; b && steps < cap; steps++) {
+        size_t i = spry_page_tiny_index(page, b);
+        if (i >= cap) return;
+        freed[i >> 6] |= (uint64_t)1 << (i & 63);
+        b = b->next;
+    }
+}
+
+/* 8-byte blocks freed by other threads and not collected yet: their live
+ * bits are still set. */
+static void tiny_freed(const spry_page_t *page, uint32_t cap, uint64_t *freed) {
+    uintptr_t x = atomic_load_explicit(&page->xfree, memory_order_acquire);
+    tiny_mark_list(page, (const spry_block_t *)(x & ~SPRY_XFREE_FLAGS), cap, freed);
+    for (spry_heap_t *h = spry_heaps_list(); h; h = h->all_next)
+        for (unsigned s = 0; s < SPRY_OUTBOX_SLOTS; s++)
+            if (h->outbox[s].page == page) tiny_mark_list(page, h->outbox[s].head, cap, freed);
+}
+
+/* Gathers the live blocks of a class page at or above `from` into the
+ * batch; returns where to resume when the batch fills, else 0. */
+static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t from,
+                              walk_batch_t *batch) {
+    uint8_t *lo = (uint8_t *)seg + SPRY_SLICE_SIZE, *hi = (uint8_t *)seg + SPRY_SEGMENT_SIZE;
+    uint8_t *start = page->start;
+    size_t bs = page->block_size;
+    bool tiny = page->class_idx == 0;
+    /* a page being set up, or read mid-change: nothing sane to follow */
+    if (start < lo + (tiny ? SPRY_LIVE_MAP_BYTES : 0) || start >= hi || bs < (tiny ? 8u : 16u)) return 0;
+    uint32_t cap = page->capacity;
+    if (cap > (size_t)(hi - start) / bs) cap = (uint32_t)((size_t)(hi - start) / bs);
+    size_t i = 0;
+    if (from > (uintptr_t)start) i = (from - (uintptr_t)start + bs - 1) / bs;
+    if (i >= cap) return 0;
+    uint64_t freed[SPRY_LIVE_MAP_BYTES / 8] = {0};
+    if (tiny) {
+        if (cap > SPRY_LIVE_MAP_BYTES * 8) cap = SPRY_LIVE_MAP_BYTES * 8;
+        tiny_freed(page, cap, freed);
+    }
+    for (; i < cap; i++) {
+        uint8_t *b = start + i * bs;
+        bool live = tiny ? spry_page_live_test_at(page, i) && !((freed[i >> 6] >> (i & 63)) & 1)
+                         : spry_block_marker(b) != page;
+        if (!live) continue;
+        if (batch_full(batch)) return (uintptr_t)b;
+        batch_add(batch, b, bs);
+    }
+    return 0;
+}
+
+/* The segment's live blocks at or above `from`; returns where to resume
+ * when the batch fills, else the segment's end. */
+static uintptr_t segment_gather(spry_segment_t *seg, uintptr_t from, walk_batch_t *batch) {
+    uint8_t *hi = (uint8_t *)seg + SPRY_SEGMENT_SIZE;
+    for (unsigned s = 1; s < SPRY_SLICES; s++) {
+        spry_page_t *page = spry_segment_span_at(seg, s);
+        if (!page) continue;
+        if (page->kind == SPRY_PAGE_CLASS) {
+            uintptr_t resume = class_gather(seg, page, from, batch);
+            if (resume) return resume;
+        } else if (page->kind == SPRY_PAGE_LARGE) {
+            uint8_t *b = page->start;
+            if ((uintptr_t)b < from || b < (uint8_t *)seg + SPRY_SLICE_SIZE || b + 16 > hi) continue;
+            if (spry_block_marker(b) == page) continue;
+            if (batch_full(batch)) return (uintptr_t)b;
+            batch_add(batch, b, page->block_size);
+        }
+    }
+    return (uintptr_t)hi;
+}
+
+/* The heap's live blocks at or above `from`, until the batch fills (heap
+ * lock held); returns where to resume, or UINTPTR_MAX when the heap is done. */
+static uintptr_t heap_gather(spry_heap_t *heap, uintptr_t from, walk_batch_t *batch) {
+    for (;;) {
+        /* the segment list is in no address order: the lowest segment
+         * ending above `from`, each time */
+        spry_segment_t *seg = NULL;
+        for (spry_segment_t *s = heap->segments; s; s = s->next)
+            if ((uintptr_t)s + SPRY_SEGMENT_SIZE > from && (!seg || s < seg)) seg = s;
+        if (!seg) return UINTPTR_MAX;
+        from = segment_gather(seg, from, batch);
+        if (batch_full(batch)) return from;
+    }
+}
+
+/* Visits the batch; false when the visitor asked to stop. */
+static bool batch_visit(const walk_batch_t *batch, spry_walk_visit_t visit, void *arg,
+                        size_t *count) {
+    for (size_t i = 0; i < batch->n; i++) {
+        (*count)++;
+        if (visit && !visit(batch->block[i], batch->size[i], arg)) return false;
+    }
+    return true;
+}
+
+size_t spry_walk_blocks(spry_walk_visit_t visit, void *arg) {
+    size_t count = 0;
+    walk_batch_t batch;
+    for (spry_heap_t *h = spry_heaps_list(); h; h = h->all_next) {
+        uintptr_t from = 0;
+        while (from != UINTPTR_MAX) {
+            batch.n = 0;
+            spry_lock(&h->lock);
+            from = heap_gather(h, from, &batch);
+            spry_unlock(&h->lock);
+            if (!batch_visit(&batch, visit, arg, &count)) return count;
+        }
+    }
+    uintptr_t after = 0;
+    do {
+        batch.n = spry_huge_blocks_after(after, batch.block, batch.size, WALK_BATCH);
+        if (!batch_visit(&batch, visit, arg, &count)) return count;
+        if (batch.n) after = (uintptr_t)batch.block[batch.n - 1];
+    } while (batch.n == WALK_BATCH);
+    return count;
+}
