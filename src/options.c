@@ -13,6 +13,7 @@ typedef struct option_desc {
     long        def;
     long        min, max;
     const char *doc;
+    bool        text;       /* a path, not a number: kept as written */
 } option_desc_t;
 
 static const option_desc_t option_table[SPRY_OPT_COUNT] = {
@@ -30,7 +31,21 @@ static const option_desc_t option_table[SPRY_OPT_COUNT] = {
         "1: report programming errors (double free, invalid pointer) and bad options on stderr; 0: silent" },
     [SPRY_OPT_ABORT_ON_ERROR] = { "SPRY_ABORT_ON_ERROR", 0, 0, 1,
         "1: abort() on a double free or invalid pointer instead of ignoring it (for CI)" },
+    /* read by the cautious build (libspry-debug.so) only */
+    [SPRY_OPT_DEBUG_QUARANTINE_MB] = { "SPRY_DEBUG_QUARANTINE_MB", 64, 0, 65536,
+        "cautious build: freed blocks held back (and checked for writes after free) up to this many MiB" },
+    [SPRY_OPT_DEBUG_LOG]      = { "SPRY_DEBUG_LOG", 0, 0, 1,
+        "cautious build: append reports to this file (%p: the process id) instead of stderr", true },
+    [SPRY_OPT_DEBUG_LEAKS]    = { "SPRY_DEBUG_LEAKS", 1, 0, 1,
+        "cautious build: 1: list the blocks still allocated at exit (leaks); 0: do not" },
 };
+
+/* Text options' values, copied at init (the environment may change later). */
+static char option_texts[SPRY_OPT_COUNT][256];
+
+const char *spry_option_text(spry_option_t o) {
+    return spry_options[o] && option_texts[o][0] ? option_texts[o] : NULL;
+}
 
 long spry_options[SPRY_OPT_COUNT];
 
@@ -55,6 +70,13 @@ void spry_options_init(void) {
         const option_desc_t *d = &option_table[i];
         long v = d->def, parsed;
         const char *s = secure_getenv(d->name);
+        if (d->text) {
+            size_t len = s ? strlen(s) : 0;
+            if (len >= sizeof option_texts[i]) bad[i] = s;
+            else if (len) { memcpy(option_texts[i], s, len + 1); v = 1; }
+            spry_options[i] = v;
+            continue;
+        }
         if (s && option_parse(s, &parsed) && parsed >= d->min && parsed <= d->max) v = parsed;
         else if (s) bad[i] = s;
         spry_options[i] = v;
@@ -66,6 +88,11 @@ void spry_options_init(void) {
         spry_fmt_t f; spry_fmt_init(&f);
         spry_fmt_str(&f, "spry: ignoring "); spry_fmt_str(&f, d->name);
         spry_fmt_str(&f, "="); spry_fmt_str(&f, bad[i]);
+        if (d->text) {
+            spry_fmt_str(&f, " (too long)\n");
+            spry_fmt_flush(&f, 2);
+            continue;
+        }
         spry_fmt_str(&f, " (want an integer in ");
         spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");
         spry_fmt_long(&f, d->max); spry_fmt_str(&f, ")\n");

@@ -11,12 +11,19 @@ typedef enum spry_option {
     SPRY_OPT_ARENA_MB,
     SPRY_OPT_VERBOSE,
     SPRY_OPT_ABORT_ON_ERROR,
+    SPRY_OPT_DEBUG_QUARANTINE_MB,
+    SPRY_OPT_DEBUG_LOG,
+    SPRY_OPT_DEBUG_LEAKS,
     SPRY_OPT_COUNT
 } spry_option_t;
 
 /* Value in force; options_init must have run (spry_init does it). */
 extern long spry_options[SPRY_OPT_COUNT];
 #define spry_option(o) (spry_options[(o)])
+
+/* A text option's value (a path), or NULL when it is not set; its numeric
+ * value is 1 when set. */
+const char *spry_option_text(spry_option_t o);
 
 void spry_options_init(void);
 long spry_options_lookup(const char *name);
