@@ -29,7 +29,8 @@
 
 #define DBG_GUARD_BYTE  0xb5    /* guards before and after a live block   */
 #define DBG_FREED_BYTE  0xf7    /* the contents of a freed block          */
-#define DBG_TAIL_MIN    16      /* guard bytes after the requested size   */
+#define DBG_TAIL_MIN    32      /* guard bytes after the requested size: an
+                                   overrun of 32 stays inside them      */
 #define DBG_FRAMES      16      /* return addresses kept per stack        */
 
 enum dbg_state { DBG_LIVE = 1, DBG_FREED, DBG_RELEASED };

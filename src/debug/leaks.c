@@ -74,7 +74,7 @@ static bool system_group(const group_t *g) {
 }
 
 static void print_group(const char *what, const group_t *g) {
-    dbg_out_str("spry-debug: ");
+    dbg_out_head();
     dbg_out_str(what);
     dbg_out_str(": ");
     dbg_out_dec(g->count);
@@ -129,7 +129,7 @@ size_t dbg_report_groups(uint64_t since, const char *what, bool leaks) {
         if (shown++ < GROUPS_SHOWN) print_group(what, order[i]);
     }
     if (shown || !leaks) {
-        dbg_out_str("spry-debug: ");
+        dbg_out_head();
         dbg_out_str(what);
         dbg_out_str(" summary: ");
         dbg_out_dec(blocks - system_blocks);

@@ -76,6 +76,12 @@ void dbg_out_hex(uintptr_t v) {
     dbg_out_str(s);
 }
 
+void dbg_out_head(void) {
+    dbg_out_str("spry-debug[");
+    dbg_out_dec((unsigned long)getpid());
+    dbg_out_str("]: ");
+}
+
 void dbg_out_begin(void) {
     spry_lock(&report_lock);
     dbg_inside++;
@@ -168,7 +174,8 @@ static void out_here(void) {
 
 void dbg_report_damage(const dbg_block_t *b, dbg_damage_t d, const char *when) {
     dbg_out_begin();
-    dbg_out_str("spry-debug: ERROR: ");
+    dbg_out_head();
+    dbg_out_str("ERROR: ");
     dbg_out_str(d.kind);
     dbg_out_str(": ");
     dbg_out_block(b->size, dbg_user(b));
@@ -189,7 +196,8 @@ void dbg_report_damage(const dbg_block_t *b, dbg_damage_t d, const char *when) {
 void dbg_report_error(const char *kind, const char *call, const void *p, const char *why,
                       const dbg_block_t *b) {
     dbg_out_begin();
-    dbg_out_str("spry-debug: ERROR: ");
+    dbg_out_head();
+    dbg_out_str("ERROR: ");
     dbg_out_str(kind);
     dbg_out_str(": ");
     dbg_out_str(call);

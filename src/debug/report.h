@@ -13,6 +13,8 @@ void dbg_out_begin(void);
  * aborts when SPRY_ABORT_ON_ERROR=1. */
 void dbg_out_end(bool error);
 void dbg_out_str(const char *s);
+/* "spry-debug[<pid>]: ", the start of each report's first line */
+void dbg_out_head(void);
 void dbg_out_dec(unsigned long v);
 void dbg_out_hex(uintptr_t v);
 /* "block of N bytes at 0x..." */
