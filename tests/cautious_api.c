@@ -98,9 +98,9 @@ static void scan_finds_and_repairs(void) {
     CHECK_EQ(spry_debug_scan(), 1);
     CHECK_EQ(log_count("ERROR: overrun: block of 10 bytes"), 1);
     CHECK_EQ(spry_debug_scan(), 0);                /* repaired: reported once */
-    char *q = malloc(20);
-    free(q);
-    launder(q)[3] = 1;                             /* write after free */
+    char *q = launder(malloc(20));
+    free(launder(q));
+    q[3] = 1;                                      /* write after free */
     CHECK_EQ(spry_debug_scan(), 1);
     CHECK_EQ(log_count("ERROR: write after free: block of 20 bytes"), 1);
     free(p);
