@@ -39,6 +39,7 @@ static size_t scan(const char *when) {
 SPRY_API size_t spry_debug_scan(void) { return scan("by spry_debug_scan()"); }
 
 SPRY_API void spry_debug_ignore(void *p) {
+    if (!p) return;
     dbg_lookup_t l = dbg_lookup(p);
     if (l.kind != DBG_PTR_TRACKED || !dbg_track_flag(l.block, DBG_IGNORED))
         dbg_report_error("invalid pointer", "spry_debug_ignore", p,

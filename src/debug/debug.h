@@ -126,8 +126,6 @@ int dbg_stack_now(void **out);
 int dbg_stack_frames(uint32_t id, void *const **pcs);
 /* Stack ids handed out so far + 1 (ids run from 1). */
 uint32_t dbg_stack_count(void);
-/* True when pc is in this library's code. */
-bool dbg_stack_is_own(const void *pc);
 void dbg_stack_fork_prepare(void);
 void dbg_stack_fork_parent(void);
 void dbg_stack_fork_child(void);

@@ -142,7 +142,8 @@ size_t dbg_report_groups(uint64_t since, const char *what, bool leaks) {
         if (system_blocks) {
             dbg_out_str("; not listed: ");
             dbg_out_dec(system_blocks);
-            dbg_out_str(" blocks the C library and the loader keep");
+            dbg_out_str(system_blocks == 1 ? " block the C library and the loader keep"
+                                           : " blocks the C library and the loader keep");
         }
         dbg_out_str("\n");
     }

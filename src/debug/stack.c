@@ -52,10 +52,11 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *arg) {
     return 0;
 }
 
-bool dbg_stack_is_own(const void *pc) {
+/* True when pc is in this library's code. */
+static bool stack_is_own(const void *pc) {
     if (!atomic_load_explicit(&own_known, memory_order_acquire)) {
         dbg_inside++;
-        dl_iterate_phdr(find_own, (void *)(uintptr_t)dbg_stack_is_own);
+        dl_iterate_phdr(find_own, (void *)(uintptr_t)stack_is_own);
         dbg_inside--;
         atomic_store_explicit(&own_known, 1, memory_order_release);
     }
@@ -115,7 +116,7 @@ int dbg_stack_now(void **out) {
     int n = unw_backtrace(pc, DBG_FRAMES + 8);
     dbg_inside--;
     int skip = 0;
-    while (skip < n && dbg_stack_is_own(pc[skip])) skip++;
+    while (skip < n && stack_is_own(pc[skip])) skip++;
     n -= skip;
     if (n > DBG_FRAMES) n = DBG_FRAMES;
     if (n > 0) memcpy(out, pc + skip, sizeof *pc * n);
