@@ -37,6 +37,12 @@ static void shard_ready(shard_t *s) {
     if (!s->live.next) s->live.next = s->live.prev = &s->live;
 }
 
+/* What a block holds of the quarantine's bound: its whole core block, less
+ * the rounding, so that blocks of 0 bytes count too. */
+static size_t quarantine_cost(const dbg_block_t *b) {
+    return b->size + b->raw_offset + DBG_TAIL_MIN;
+}
+
 static shard_t *shard_of(const dbg_block_t *b) {
     return &shards[((uintptr_t)b >> 4) * 0x9e3779b97f4a7c15ull >> 60];
 }
@@ -107,7 +113,7 @@ void dbg_quarantine_push(dbg_block_t *b) {
     b->prev = s->q_last;
     if (s->q_last) s->q_last->next = b; else s->q_first = b;
     s->q_last = b;
-    s->q_bytes += b->size;
+    s->q_bytes += quarantine_cost(b);
     /* Oldest out while over the bound (the block just pushed too, when it
      * alone is larger than a shard's share). */
     size_t limit = ((size_t)spry_option(SPRY_OPT_DEBUG_QUARANTINE_MB) << 20) / SHARDS;
@@ -115,7 +121,7 @@ void dbg_quarantine_push(dbg_block_t *b) {
         dbg_block_t *old = s->q_first;
         s->q_first = old->next;
         if (s->q_first) s->q_first->prev = NULL; else s->q_last = NULL;
-        s->q_bytes -= old->size;
+        s->q_bytes -= quarantine_cost(old);
         old->next = NULL;
         if (out_last) out_last->next = old; else out = old;
         out_last = old;
