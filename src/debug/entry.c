@@ -19,7 +19,6 @@
 #include "../alloc_fast.h"
 #include "../block.h"
 #include "../foreign.h"
-#include "../init.h"
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
