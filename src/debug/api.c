@@ -67,7 +67,7 @@ static void count_block(dbg_block_t *b, void *arg) { (void)b; ((snapshot_t *)arg
 
 static void take_block(dbg_block_t *b, void *arg) {
     snapshot_t *s = arg;
-    if (s->n == s->cap) return;      /* allocated since the count */
+    if (s->n == s->cap || !dbg_sealed(b)) return;    /* allocated since the count, or damaged */
     s->user[s->n] = dbg_user(b);
     s->size[s->n++] = b->size;
 }

@@ -34,7 +34,8 @@ typedef struct collect {
 
 static void collect_block(dbg_block_t *b, void *arg) {
     collect_t *c = arg;
-    if (b->seq < c->since || (b->flags & DBG_IGNORED)) return;
+    /* a damaged header's fields mean nothing: the scan reports it */
+    if (!dbg_sealed(b) || b->seq < c->since || (b->flags & DBG_IGNORED)) return;
     uint32_t s = b->alloc_stack < c->stacks ? b->alloc_stack : 0;
     group_t *g = &c->groups[s];
     if (!g->count || b->seq < g->first_seq) {
