@@ -4,6 +4,9 @@
 set -euo pipefail
 pkgs=(cmake make gcc g++ gcc-multilib g++-multilib pkg-config python3 python3-matplotlib sqlite3 git valgrind zlib1g-dev
   fp-compiler)   # fp-compiler: the Pascal unit's tests and benchmarks
+# The cautious build (libspry-debug.so): stacks with libunwind, symbols with
+# elfutils' libdw (README, "Cautious mode").
+pkgs+=(libunwind-dev libdw-dev)
 # `make fuzz` builds its libFuzzer target with clang (gcc stays the compiler).
 pkgs+=(clang libclang-rt-dev)
 # The preload test runs Python's own test suite: Debian ships it apart.

@@ -1,5 +1,6 @@
 /* The prefixed API: allocation, reallocation, alignment, sizes. */
 #include "../include/spry.h"
+#include "../include/spry_debug.h"
 #include "alloc_fast.h"
 #include "sizeclass.h"
 #include "segment.h"
@@ -10,40 +11,43 @@
 #include "page.h"
 #include "report.h"
 #include "walk.h"
+#include "block.h"
+#include "mode.h"
+#include "debug/entry.h"
 #include <errno.h>
 #include <string.h>
 
 #define SPRY_API __attribute__((visibility("default")))
 
-SPRY_API void *spry_malloc(size_t n) { return spry_malloc_inline(n); }
+/* Every entry below starts with `if (spry_cautious)`: in libspry-debug.so
+ * the call goes to the cautious layer (src/debug), in libspry.so the branch
+ * is compiled away. */
 
-SPRY_API void spry_free(void *p) { spry_free_inline(p); }
-
-SPRY_API void spry_free_sized(void *p, size_t n) { (void)n; spry_free_inline(p); }
-
-/* The page of a spry block, or NULL for foreign pointers. */
-static spry_page_t *page_of_block(const void *p) {
-    unsigned k = spry_chunk_kind(p);
-    if (spry_likely(k == SPRY_CHUNK_SEGMENT)) return spry_page_of(spry_segment_of(p), p);
-    if (k == SPRY_CHUNK_ALIGNED) return &spry_aligned_huge_segment(p)->pages[1];
-    return NULL;
+SPRY_API void *spry_malloc(size_t n) {
+    if (spry_cautious) return spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
+    return spry_malloc_inline(n);
 }
 
-/* True when p is a live block's start: not a freed block (marker, live
- * bitmap, freed span), not inside a block, not a page without blocks. */
-static bool block_is_live(spry_page_t *page, const void *p) {
-    if (page->kind == SPRY_PAGE_FREE || !spry_page_block_start(page, p)) return false;
-    return page->kind == SPRY_PAGE_HUGE || !spry_page_block_free(page, p);
+SPRY_API void spry_free(void *p) {
+    if (spry_cautious) { spry_debug_free(p, SPRY_FAMILY_MALLOC); return; }
+    spry_free_inline(p);
+}
+
+SPRY_API void spry_free_sized(void *p, size_t n) {
+    (void)n;
+    if (spry_cautious) { spry_debug_free(p, SPRY_FAMILY_MALLOC); return; }
+    spry_free_inline(p);
 }
 
 SPRY_API void *spry_calloc(size_t count, size_t size) {
+    if (spry_cautious) return spry_debug_calloc(count, size);
     size_t n;
     if (spry_unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
     void *p = spry_malloc_inline(n);
     if (spry_unlikely(!p)) return NULL;
     if (n > SPRY_CLASS_MAX) {
         /* Large and huge blocks fresh from the kernel are zero already. */
-        spry_page_t *page = page_of_block(p);
+        spry_page_t *page = spry_block_page(p);
         if (page->is_zero) return p;
     }
     memset(p, 0, n);
@@ -51,8 +55,9 @@ SPRY_API void *spry_calloc(size_t count, size_t size) {
 }
 
 SPRY_API size_t spry_usable_size(const void *p) {
+    if (spry_cautious) return spry_debug_usable_size(p);
     if (!p) return 0;
-    spry_page_t *page = page_of_block(p);
+    spry_page_t *page = spry_block_page(p);
     if (spry_likely(page != NULL)) return page->block_size;
     return spry_foreign_usable_size((void *)p);
 }
@@ -89,7 +94,7 @@ static void *realloc_move(void *p, size_t n, size_t old) {
 
 /* Every block but the owner's blocks of class pages that are not full. */
 static void *realloc_slow(spry_page_t *page, void *p, size_t n) {
-    if (spry_unlikely(!block_is_live(page, p))) return realloc_invalid(p);
+    if (spry_unlikely(!spry_block_is_live(page, p))) return realloc_invalid(p);
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     size_t old = page->block_size;
     if (page->kind == SPRY_PAGE_HUGE) {
@@ -114,9 +119,10 @@ static void *realloc_slow(spry_page_t *page, void *p, size_t n) {
 }
 
 SPRY_API void *spry_realloc(void *p, size_t n) {
+    if (spry_cautious) return spry_debug_realloc(p, n);
     if (!p) return spry_malloc_inline(n);
     if (n == 0) { spry_free_inline(p); return NULL; }      /* glibc's choice */
-    spry_page_t *page = page_of_block(p);
+    spry_page_t *page = spry_block_page(p);
     if (!page) return spry_foreign_realloc(p, n);
     uintptr_t key = spry_key_get(page);
     if (spry_likely(key == spry_thread_key())) {
@@ -150,6 +156,7 @@ SPRY_API void *spry_reallocarray(void *p, size_t count, size_t size) {
 }
 
 static void *aligned_alloc_checked(size_t align, size_t n) {
+    if (spry_cautious) return spry_debug_alloc(n, align, SPRY_FAMILY_MALLOC);
     if (align <= 8) return spry_malloc_inline(n);
     if (align <= 16) return spry_malloc_inline(n < 16 ? 16 : n);
     return spry_heap_malloc_aligned(spry_tls_heap, n, align);
@@ -190,11 +197,12 @@ SPRY_API void spry_trim(void) {
     spry_purge_start_point();
 }
 
-SPRY_API size_t spry_heap_walk(bool (*visit)(void *block, size_t size, void *arg), void *arg) {
-    return spry_walk_blocks(visit, arg);
-}
-
 SPRY_API long spry_option_get(const char *name) {
     spry_init();
     return spry_options_lookup(name);
+}
+
+SPRY_API size_t spry_heap_walk(bool (*visit)(void *block, size_t size, void *arg), void *arg) {
+    if (spry_cautious) return spry_debug_heap_walk(visit, arg);
+    return spry_walk_blocks(visit, arg);
 }

@@ -50,7 +50,7 @@ static usable_fn foreign_usable_fn(void) {
 #define GLIBC_NON_MAIN_ARENA ((size_t)4)
 #define GLIBC_HEAP_MAX       ((uintptr_t)64 << 20)   /* 2 * DEFAULT_MMAP_THRESHOLD_MAX */
 
-static bool glibc_plausible(const void *p) {
+bool spry_foreign_plausible(const void *p) {
     uintptr_t a = (uintptr_t)p;
     if ((a & 15) || a < 65536 || spry_chunk_kind(p) != SPRY_CHUNK_FOREIGN || spry_arena_contains(p))
         return false;
@@ -77,7 +77,7 @@ static bool glibc_plausible(const void *p) {
 }
 
 void spry_foreign_free(void *p) {
-    if (!glibc_plausible(p)) {
+    if (!spry_foreign_plausible(p)) {
         bool ours = spry_arena_contains(p) || spry_chunk_kind(p) != SPRY_CHUNK_FOREIGN;
         spry_report_error("free", ours ? "double free or invalid pointer" : "invalid pointer", p);
         return;
@@ -88,7 +88,7 @@ void spry_foreign_free(void *p) {
 }
 
 size_t spry_foreign_usable_size(void *p) {
-    if (!glibc_plausible(p)) {
+    if (!spry_foreign_plausible(p)) {
         spry_report_error("malloc_usable_size", "invalid pointer", p);
         return 0;
     }
@@ -97,7 +97,7 @@ size_t spry_foreign_usable_size(void *p) {
 }
 
 void *spry_foreign_realloc(void *p, size_t n) {
-    if (!glibc_plausible(p)) {
+    if (!spry_foreign_plausible(p)) {
         spry_report_error("realloc", "invalid pointer", p);
         errno = EINVAL;
         return NULL;

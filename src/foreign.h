@@ -6,7 +6,11 @@
 #define SPRY_FOREIGN_H
 
 #include <stddef.h>
+#include <stdbool.h>
 
+/* True when p plausibly is a glibc block (see foreign.c); reads through
+ * the kernel, so a wild pointer faults nowhere. */
+bool   spry_foreign_plausible(const void *p);
 void   spry_foreign_free(void *p);
 size_t spry_foreign_usable_size(void *p);
 void  *spry_foreign_realloc(void *p, size_t n);

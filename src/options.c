@@ -18,7 +18,7 @@ typedef struct option_desc {
     char       *text;       /* a path option's copy of its value; NULL for integers */
 } option_desc_t;
 
-static char stats_file[SPRY_OPTION_TEXT_MAX];
+static char stats_file[SPRY_OPTION_TEXT_MAX], debug_log[SPRY_OPTION_TEXT_MAX];
 
 static const option_desc_t option_table[SPRY_OPT_COUNT] = {
     [SPRY_OPT_PURGE_DELAY_MS] = { "SPRY_PURGE_DELAY_MS", 250, 0, 3600000,
@@ -38,6 +38,13 @@ static const option_desc_t option_table[SPRY_OPT_COUNT] = {
     [SPRY_OPT_STATS_FILE]     = { "SPRY_STATS_FILE", 0, 0, 1,
         "path: SPRY_STATS appends there (created 0600, never through a symbolic link), not to stderr",
         stats_file },
+    /* read by the cautious build (libspry-debug.so) only */
+    [SPRY_OPT_DEBUG_QUARANTINE_MB] = { "SPRY_DEBUG_QUARANTINE_MB", 64, 0, 65536,
+        "cautious build: freed blocks held back (and checked for writes after free) up to this many MiB" },
+    [SPRY_OPT_DEBUG_LOG]      = { "SPRY_DEBUG_LOG", 0, 0, 1,
+        "cautious build: append reports to this file (%p: the process id) instead of stderr", debug_log },
+    [SPRY_OPT_DEBUG_LEAKS]    = { "SPRY_DEBUG_LEAKS", 1, 0, 1,
+        "cautious build: 1: list the blocks still allocated at exit (leaks); 0: do not" },
 };
 
 long spry_options[SPRY_OPT_COUNT];

@@ -14,6 +14,9 @@ typedef enum spry_option {
     SPRY_OPT_VERBOSE,
     SPRY_OPT_ABORT_ON_ERROR,
     SPRY_OPT_STATS_FILE,
+    SPRY_OPT_DEBUG_QUARANTINE_MB,
+    SPRY_OPT_DEBUG_LOG,
+    SPRY_OPT_DEBUG_LEAKS,
     SPRY_OPT_COUNT
 } spry_option_t;
 

@@ -13,13 +13,27 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include "os.h"
+#include "mode.h"
+#include "debug/entry.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define PAGE   4096u
 
-EXPORT void *malloc(size_t n)             { return spry_malloc_inline(n); }
-EXPORT void  free(void *p)                { spry_free_inline(p); }
-EXPORT void  cfree(void *p)               { spry_free_inline(p); }
+/* In libspry-debug.so each name goes to the cautious layer first, with the
+ * allocating family that its release is checked against (src/debug); in
+ * libspry.so `spry_cautious` is 0 and the branch is compiled away. */
+static inline __attribute__((always_inline)) void *plain_malloc(size_t n) {
+    if (spry_cautious) return spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
+    return spry_malloc_inline(n);
+}
+static inline __attribute__((always_inline)) void plain_free(void *p, enum spry_debug_family family) {
+    if (spry_cautious) { spry_debug_free(p, family); return; }
+    spry_free_inline(p);
+}
+
+EXPORT void *malloc(size_t n)             { return plain_malloc(n); }
+EXPORT void  free(void *p)                { plain_free(p, SPRY_FAMILY_MALLOC); }
+EXPORT void  cfree(void *p)               { plain_free(p, SPRY_FAMILY_MALLOC); }
 EXPORT void *calloc(size_t c, size_t n)   { return spry_calloc(c, n); }
 EXPORT void *realloc(void *p, size_t n)   { return spry_realloc(p, n); }
 EXPORT void *reallocarray(void *p, size_t c, size_t n) { return spry_reallocarray(p, c, n); }
@@ -64,8 +78,8 @@ EXPORT struct mallinfo mallinfo(void) {
 EXPORT void malloc_stats(void) { spry_stats_print(2); }
 
 /* glibc's internal names, which some programs and libraries call directly. */
-EXPORT void *__libc_malloc(size_t n)             { return spry_malloc_inline(n); }
-EXPORT void  __libc_free(void *p)                { spry_free_inline(p); }
+EXPORT void *__libc_malloc(size_t n)             { return plain_malloc(n); }
+EXPORT void  __libc_free(void *p)                { plain_free(p, SPRY_FAMILY_MALLOC); }
 EXPORT void *__libc_calloc(size_t c, size_t n)   { return spry_calloc(c, n); }
 EXPORT void *__libc_realloc(void *p, size_t n)   { return spry_realloc(p, n); }
 EXPORT void *__libc_memalign(size_t a, size_t n) { return spry_memalign(a, n); }
@@ -82,9 +96,11 @@ extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
 /* Returns NULL only for nothrow forms. */
-static __attribute__((noinline)) void *new_retry(size_t n, size_t align, bool nothrow) {
+static __attribute__((noinline)) void *new_retry(size_t n, size_t align, bool nothrow,
+                                                 enum spry_debug_family family) {
     for (;;) {
-        void *p = align ? spry_aligned_alloc(align, n) : spry_malloc(n);
+        void *p = spry_cautious ? spry_debug_alloc(n, align, family)
+                : align ? spry_aligned_alloc(align, n) : spry_malloc(n);
         if (p) return p;
         new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
         if (!h) {
@@ -98,40 +114,42 @@ static __attribute__((noinline)) void *new_retry(size_t n, size_t align, bool no
     }
 }
 
-static inline void *cxx_new(size_t n) {
-    void *p = spry_malloc_inline(n);
+static inline void *cxx_new(size_t n, enum spry_debug_family family) {
+    void *p = spry_cautious ? spry_debug_alloc(n, 0, family) : spry_malloc_inline(n);
     if (spry_likely(p != NULL)) return p;
-    return new_retry(n, 0, false);
+    return new_retry(n, 0, false, family);
 }
-static inline void *cxx_new_nothrow(size_t n) {
-    void *p = spry_malloc_inline(n);
+static inline void *cxx_new_nothrow(size_t n, enum spry_debug_family family) {
+    void *p = spry_cautious ? spry_debug_alloc(n, 0, family) : spry_malloc_inline(n);
     if (spry_likely(p != NULL)) return p;
-    return new_retry(n, 0, true);
+    return new_retry(n, 0, true, family);
 }
-static inline void *cxx_new_aligned(size_t n, size_t a, bool nothrow) {
-    void *p = spry_aligned_alloc(a, n);
+static inline void *cxx_new_aligned(size_t n, size_t a, bool nothrow, enum spry_debug_family family) {
+    /* the alignment checks of aligned_alloc come first in both builds */
+    void *p = spry_cautious && (a & (a - 1)) == 0 && a ? spry_debug_alloc(n, a, family)
+            : spry_aligned_alloc(a, n);
     if (spry_likely(p != NULL)) return p;
-    return new_retry(n, a, nothrow);
+    return new_retry(n, a, nothrow, family);
 }
 
-EXPORT void *_Znwm(size_t n)                          { return cxx_new(n); }
-EXPORT void *_Znam(size_t n)                          { return cxx_new(n); }
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n); }
-EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n); }
-EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false); }
-EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false); }
-EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true); }
-EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true); }
+EXPORT void *_Znwm(size_t n)                          { return cxx_new(n, SPRY_FAMILY_NEW); }
+EXPORT void *_Znam(size_t n)                          { return cxx_new(n, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n, SPRY_FAMILY_NEW); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false, SPRY_FAMILY_NEW); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true, SPRY_FAMILY_NEW); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true, SPRY_FAMILY_NEW_ARRAY); }
 
-EXPORT void _ZdlPv(void *p)                            { spry_free_inline(p); }
-EXPORT void _ZdaPv(void *p)                            { spry_free_inline(p); }
-EXPORT void _ZdlPvm(void *p, size_t n)                 { (void)n; spry_free_inline(p); }
-EXPORT void _ZdaPvm(void *p, size_t n)                 { (void)n; spry_free_inline(p); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; spry_free_inline(p); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; spry_free_inline(p); }
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a)   { (void)a; spry_free_inline(p); }
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a)   { (void)a; spry_free_inline(p); }
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; spry_free_inline(p); }
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; spry_free_inline(p); }
-EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; spry_free_inline(p); }
-EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; spry_free_inline(p); }
+EXPORT void _ZdlPv(void *p)                            { plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT void _ZdaPv(void *p)                            { plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void _ZdlPvm(void *p, size_t n)                 { (void)n; plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT void _ZdaPvm(void *p, size_t n)                 { (void)n; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a)   { (void)a; plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a)   { (void)a; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }

@@ -35,7 +35,7 @@ static void allocate_everywhere(void) {
     for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char *p = A_malloc(sizes[i]);
         if (!p) _exit(4);
-        memset(p, 0x33, 64);
+        memset(p, 0x33, sizes[i] < 64 ? sizes[i] : 64);   /* the 24-byte block: 24 */
         A_free(p);
     }
     atomic_fetch_add(&handler_calls, 1);

@@ -1,0 +1,191 @@
+/* The cautious layer's malloc, free, realloc and usable size, which the
+ * public names call in libspry-debug.so (entry.h).
+ *
+ *   alloc: core block of header + size + tail guard (aligned as asked),
+ *          header sealed, guards filled, stack captured, block tracked
+ *   free:  what is the pointer (dbg_lookup, no fault on a wild one) ->
+ *          tracked: family, guards; live -> freed under the shard lock;
+ *          contents filled; into the quarantine
+ *          untracked core block (a nested call's): to the core
+ *          glibc's: to glibc; anything else: reported, ignored
+ *   realloc: always a new block (a stale pointer to the old one then
+ *          reads freed memory, which the quarantine watches)
+ *
+ * Calls made while dbg_inside is set (the layer's own unwinding and
+ * symbolising) allocate from the core untracked. */
+#define _GNU_SOURCE
+#include "debug.h"
+#include "report.h"
+#include "../alloc_fast.h"
+#include "../block.h"
+#include "../foreign.h"
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread int dbg_inside __attribute__((tls_model("initial-exec")));
+static __thread uint32_t thread_id __attribute__((tls_model("initial-exec")));
+
+_Atomic(uint64_t) dbg_next_seq = 1;
+_Atomic(uint64_t) dbg_break_seq;
+
+uint32_t dbg_thread_id(void) {
+    if (spry_unlikely(!thread_id)) thread_id = (uint32_t)syscall(SYS_gettid);
+    return thread_id;
+}
+
+/* The forking thread's id is the parent's: ask again. */
+void dbg_fork_child_reset(void) { thread_id = 0; }
+
+static size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+void *spry_debug_alloc(size_t n, size_t align, enum spry_debug_family family) {
+    if (align < 16) align = 16;
+    if (dbg_inside) return dbg_raw_alloc(n, align);
+    if (n > SPRY_ALLOC_MAX) { errno = ENOMEM; return NULL; }
+    size_t offset = round_up(sizeof(dbg_block_t), align);
+    uint8_t *raw = dbg_raw_alloc(offset + n + DBG_TAIL_MIN, align);
+    if (!raw) return NULL;
+    uint8_t *user = raw + offset;
+    dbg_block_t *b = dbg_header(user);
+    b->size = n;
+    b->seq = atomic_fetch_add_explicit(&dbg_next_seq, 1, memory_order_relaxed);
+    b->tid = dbg_thread_id();
+    b->alloc_stack = dbg_stack_capture();
+    b->free_stack = 0;
+    b->raw_offset = (uint32_t)offset;
+    b->state = DBG_LIVE;
+    b->family = (uint8_t)family;
+    b->flags = 0;
+    b->unused = 0;
+    b->free_tid = 0;
+    dbg_seal(b);
+    dbg_fill_guards(b);
+    dbg_track_add(b);
+    if (spry_unlikely(b->seq == atomic_load_explicit(&dbg_break_seq, memory_order_relaxed)))
+        raise(SIGTRAP);
+    return user;
+}
+
+void *spry_debug_calloc(size_t count, size_t size) {
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+    void *p = spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+static const char *family_free_name(unsigned f) {
+    return f == SPRY_FAMILY_NEW ? "operator delete" : f == SPRY_FAMILY_NEW_ARRAY ? "operator delete[]" : "free";
+}
+
+/* Checks and frees a tracked block; `call` names the caller's function.
+ * False when nothing was freed (the error is reported). */
+static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const char *call) {
+    if (b->state != DBG_LIVE) {
+        dbg_report_error("double free", call, dbg_user(b), b->state == DBG_FREED
+                         ? "the block was freed already (it is in the quarantine)"
+                         : "the block was freed already (and has left the quarantine)", b);
+        return false;
+    }
+    if (b->family != family) {
+        /* reported, then freed all the same: spry's free does not depend
+         * on how the block was allocated */
+        dbg_report_error("mismatched free", call, dbg_user(b),
+                         b->family == SPRY_FAMILY_NEW ? "the block was allocated with operator new"
+                         : b->family == SPRY_FAMILY_NEW_ARRAY ? "the block was allocated with operator new[]"
+                         : "the block was allocated with malloc", b);
+    }
+    dbg_damage_t d = dbg_check_block(b);
+    if (d.kind) dbg_report_damage(b, d, "when the block was freed");
+    uint32_t stack = dbg_stack_capture();
+    if (!dbg_track_release(b, stack, dbg_thread_id())) {
+        /* another thread freed it between the check and here */
+        dbg_report_error("double free", call, dbg_user(b), "another thread freed the block meanwhile", b);
+        return false;
+    }
+    memset(dbg_user(b), DBG_FREED_BYTE, b->size);
+    dbg_quarantine_push(b);
+    return true;
+}
+
+void spry_debug_free(void *p, enum spry_debug_family family) {
+    if (!p) return;
+    dbg_lookup_t l = dbg_lookup(p);
+    switch (l.kind) {
+    case DBG_PTR_TRACKED:
+        free_tracked(l.block, family, family_free_name(family));
+        return;
+    case DBG_PTR_UNTRACKED:
+        dbg_raw_free(p);
+        return;
+    case DBG_PTR_FOREIGN:
+        spry_foreign_free(p);
+        return;
+    case DBG_PTR_BAD:
+        dbg_report_error("invalid free", family_free_name(family), p, l.why, l.block);
+        return;
+    }
+}
+
+void *spry_debug_realloc(void *p, size_t n) {
+    if (!p) return spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
+    dbg_lookup_t l = dbg_lookup(p);
+    switch (l.kind) {
+    case DBG_PTR_TRACKED:
+        break;
+    case DBG_PTR_UNTRACKED: {
+        /* a nested call's block: stays untracked */
+        if (n == 0) { dbg_raw_free(p); return NULL; }
+        size_t old = spry_block_page(p)->block_size;
+        void *q = dbg_raw_alloc(n, 16);
+        if (!q) return NULL;
+        memcpy(q, p, old < n ? old : n);
+        dbg_raw_free(p);
+        return q;
+    }
+    case DBG_PTR_FOREIGN:
+        return spry_foreign_realloc(p, n);
+    case DBG_PTR_BAD:
+        dbg_report_error("invalid realloc", "realloc", p, l.why, l.block);
+        errno = EINVAL;
+        return NULL;
+    }
+    dbg_block_t *b = l.block;
+    if (b->state != DBG_LIVE) {
+        dbg_report_error("realloc of a freed block", "realloc", p, "the block was freed already", b);
+        errno = EINVAL;
+        return NULL;
+    }
+    if (n == 0) {                        /* glibc's choice: frees */
+        free_tracked(b, SPRY_FAMILY_MALLOC, "realloc");
+        return NULL;
+    }
+    void *q = spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
+    if (!q) return NULL;                 /* p is untouched */
+    memcpy(q, p, b->size < n ? b->size : n);
+    free_tracked(b, SPRY_FAMILY_MALLOC, "realloc");
+    return q;
+}
+
+size_t spry_debug_usable_size(const void *p) {
+    if (!p) return 0;
+    dbg_lookup_t l = dbg_lookup(p);
+    switch (l.kind) {
+    case DBG_PTR_TRACKED:
+        if (l.block->state == DBG_LIVE) return l.block->size;
+        dbg_report_error("usable size of a freed block", "malloc_usable_size", p,
+                         "the block was freed already", l.block);
+        return 0;
+    case DBG_PTR_UNTRACKED:
+        return spry_block_page(p)->block_size;
+    case DBG_PTR_FOREIGN:
+        return spry_foreign_usable_size((void *)p);
+    case DBG_PTR_BAD:
+        dbg_report_error("invalid pointer", "malloc_usable_size", p, l.why, l.block);
+        return 0;
+    }
+    return 0;
+}

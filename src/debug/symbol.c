@@ -1,0 +1,101 @@
+/* Symbols for report lines, from elfutils' libdwfl (the library Debian's
+ * own tools use, eu-addr2line and eu-stack among them): the function from
+ * the symbol table, file:line from DWARF where the module has it (or its
+ * separate debug file), else the module and the offset in it.
+ *
+ * Called under the report lock only. The process's modules are read from
+ * /proc/self/maps once, and again at most once per report when an address
+ * falls in none of them (a library loaded since). libdwfl keeps what it
+ * has read, so each module's tables are parsed once. */
+#define _GNU_SOURCE
+#include "report.h"
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* C++ names are demangled when the program has libstdc++ (weak: C programs
+ * do not need it). */
+extern char *__cxa_demangle(const char *name, char *out, size_t *len, int *status) __attribute__((weak));
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+};
+static Dwfl *dwfl;
+static bool reloaded;                /* modules re-read in this report */
+static pid_t modules_pid;
+
+void dbg_symbol_new_report(void) {
+    reloaded = false;
+    if (dwfl && modules_pid != getpid()) {     /* a forked child: start afresh */
+        dwfl_end(dwfl);
+        dwfl = NULL;
+    }
+}
+
+static bool modules_load(void) {
+    if (!dwfl) {
+        dwfl = dwfl_begin(&callbacks);
+        if (!dwfl) return false;
+    }
+    modules_pid = getpid();
+    reloaded = true;
+    dwfl_report_begin(dwfl);
+    int r = dwfl_linux_proc_report(dwfl, modules_pid);
+    dwfl_report_end(dwfl, NULL, NULL);
+    return r == 0;
+}
+
+static Dwfl_Module *module_of(uintptr_t a) {
+    Dwfl_Module *m = dwfl ? dwfl_addrmodule(dwfl, a) : NULL;
+    if (!m && !reloaded && modules_load()) m = dwfl_addrmodule(dwfl, a);
+    return m;
+}
+
+const char *dbg_symbol_module(uintptr_t pc) {
+    Dwfl_Module *m = module_of(pc - 1);
+    const char *name = m ? dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL) : NULL;
+    return name ? name : "";
+}
+
+const char *dbg_symbol_function(uintptr_t pc) {
+    Dwfl_Module *m = module_of(pc - 1);
+    return m ? dwfl_module_addrname(m, pc - 1) : NULL;
+}
+
+void dbg_symbol_print(uintptr_t pc) {
+    /* a return address is the instruction after the call: look one byte
+     * back, into the call, for the right line */
+    uintptr_t a = pc - 1;
+    Dwfl_Module *m = module_of(a);
+    if (!m) { dbg_out_str("??"); return; }
+    const char *name = dwfl_module_addrname(m, a);
+    char *demangled = NULL;
+    if (name && name[0] == '_' && name[1] == 'Z' && __cxa_demangle) {
+        int status = -1;
+        demangled = __cxa_demangle(name, NULL, NULL, &status);
+        if (status == 0 && demangled) name = demangled;
+    }
+    dbg_out_str(name ? name : "??");
+    free(demangled);                 /* the core's, untracked (dbg_inside) */
+    Dwfl_Line *line = dwfl_module_getsrc(m, a);
+    int lineno = 0;
+    const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    if (file && lineno > 0) {
+        dbg_out_str(" (");
+        dbg_out_str(file);
+        dbg_out_str(":");
+        dbg_out_dec((unsigned long)lineno);
+        dbg_out_str(")");
+        return;
+    }
+    Dwarf_Addr start = 0;
+    const char *mod = dwfl_module_info(m, NULL, &start, NULL, NULL, NULL, NULL, NULL);
+    dbg_out_str(" (");
+    const char *base = mod ? strrchr(mod, '/') : NULL;
+    dbg_out_str(base ? base + 1 : mod ? mod : "?");
+    dbg_out_str("+");
+    dbg_out_hex(a - start);
+    dbg_out_str(")");
+}

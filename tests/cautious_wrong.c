@@ -1,0 +1,113 @@
+/* Wrong programs for the cautious build (libspry-debug.so, preloaded by
+ * cautious_run.sh): each case commits one error, through the standard
+ * names, then prints "survived" and exits 0. The script checks the report
+ * (the error named, the block's size, the functions and lines of the
+ * stacks), so each allocation is made in a function of its own, kept out
+ * of line. Built with -O0 -g -fno-omit-frame-pointer. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOINLINE __attribute__((noinline))
+
+/* The compiler must not see what the tests do with the pointers. */
+static void *volatile sink;
+static void *launder(void *p) { sink = p; return sink; }
+
+NOINLINE static char *alloc_overrun(size_t n) { return malloc(n); }
+NOINLINE static char *alloc_underrun(size_t n) { return malloc(n); }
+NOINLINE static char *alloc_used_after_free(size_t n) { return malloc(n); }
+NOINLINE static void free_then_write(char *p) { free(p); }
+NOINLINE static char *alloc_freed_twice(size_t n) { return malloc(n); }
+NOINLINE static char *alloc_interior(size_t n) { return malloc(n); }
+NOINLINE static char *alloc_realloc_freed(size_t n) { return malloc(n); }
+NOINLINE static char *leak_site_a(size_t n) { return malloc(n); }
+NOINLINE static char *leak_site_b(size_t n) { return calloc(1, n); }
+NOINLINE static void free_stack_address(void) {
+    char buf[64];
+    free(launder(buf + 16));
+}
+
+static void overrun_1(void) {
+    char *p = alloc_overrun(24);
+    ((char *)launder(p))[24] = 'x';
+    free(p);
+}
+
+static void overrun_32(void) {
+    char *p = alloc_overrun(40);
+    memset(launder(p + 40), 'x', 32);
+    free(p);
+}
+
+static void underrun_1(void) {
+    char *p = alloc_underrun(24);
+    ((char *)launder(p))[-1] = 'x';
+    free(p);
+}
+
+/* Found at exit, when the quarantine is checked. */
+static void write_after_free(void) {
+    char *p = alloc_used_after_free(64);
+    free_then_write(p);
+    ((char *)launder(p))[8] = 'x';
+}
+
+static void double_free(void) {
+    char *p = alloc_freed_twice(40);
+    free(p);
+    free(launder(p));
+}
+
+static void free_interior(void) {
+    char *p = alloc_interior(100);
+    free(launder(p + 16));
+    free(p);
+}
+
+static void free_wild(void) { free(launder((void *)(uintptr_t)1)); }
+
+static void realloc_freed(void) {
+    char *p = alloc_realloc_freed(32);
+    free(p);
+    if (realloc(launder(p), 64) != NULL) abort();
+}
+
+/* 3 blocks of 100 bytes from one place, 5 of 50 from another. */
+static void leak_two_sites(void) {
+    for (int i = 0; i < 3; i++) strcpy(launder(leak_site_a(100)), "leaked from site a");
+    for (int i = 0; i < 5; i++) launder(leak_site_b(50));
+}
+
+NOINLINE static void *thread_leaker(void *arg) {
+    for (int i = 0; i < 7; i++) launder(malloc(77));
+    return arg;
+}
+
+static void leak_in_thread(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_leaker, NULL) != 0) abort();
+    pthread_join(t, NULL);
+}
+
+static const struct { const char *name; void (*run)(void); } cases[] = {
+    { "overrun_1", overrun_1 },           { "overrun_32", overrun_32 },
+    { "underrun_1", underrun_1 },         { "write_after_free", write_after_free },
+    { "double_free", double_free },       { "free_stack", free_stack_address },
+    { "free_interior", free_interior },   { "free_wild", free_wild },
+    { "realloc_freed", realloc_freed },   { "leak_two_sites", leak_two_sites },
+    { "leak_in_thread", leak_in_thread },
+};
+
+int main(int argc, char **argv) {
+    for (size_t i = 0; argc > 1 && i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) != 0) continue;
+        cases[i].run();
+        printf("survived\n");
+        return 0;
+    }
+    fprintf(stderr, "usage: %s CASE\n", argv[0]);
+    return 2;
+}
