@@ -92,7 +92,8 @@ static void *realloc_move(void *p, size_t n, size_t old) {
     return q;
 }
 
-/* Every block but the owner's blocks of class pages that are not full. */
+/* Every block but the owner's blocks of class pages (8-byte blocks: of
+ * pages that are not full). */
 static void *realloc_slow(spry_page_t *page, void *p, size_t n) {
     if (spry_unlikely(!spry_block_is_live(page, p))) return realloc_invalid(p);
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
@@ -125,16 +126,19 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
     spry_page_t *page = spry_block_page(p);
     if (!page) return spry_foreign_realloc(p, n);
     uintptr_t key = spry_key_get(page);
-    if (spry_likely(key == spry_thread_key())) {
-        /* The owner's block of a class page that is not full: a block
-         * start without the free marker. */
-        if (spry_unlikely(!spry_page_class_block_start(page, p) || spry_block_marker(p) == page))
-            return realloc_invalid(p);
+    uintptr_t mine = key ^ spry_thread_key();       /* the flags when it is ours */
+    if (spry_likely((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0)) {
+        /* The owner's block of a class page of 16 B blocks or more: without
+         * the free marker; before it moves, a block start (a pointer inside
+         * a block that stays in place harms no list, like free's fast path,
+         * which takes the pointer on trust). */
+        if (spry_unlikely(spry_block_marker(p) == page)) return realloc_invalid(p);
         size_t old = page->block_size;
         if (n <= old && n > old / 2) return p;  /* fits, and wastes little */
+        if (spry_unlikely(!spry_page_class_block_start(page, p))) return realloc_invalid(p);
         return realloc_move(p, n, old);
     }
-    if (key == (spry_thread_key() | SPRY_KEY_SLOW) && page->kind == SPRY_PAGE_CLASS) {
+    if (mine == SPRY_KEY_TINY) {
         /* The owner's 8-byte block of a page that is not full: its live bit. */
         size_t i = spry_page_tiny_index(page, p);
         if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i)))

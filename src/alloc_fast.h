@@ -9,7 +9,8 @@
  *        │     set the free marker, used--, done
  *        ├── the marker was already set ──> spry_free_double (free.c)
  *        ├── used reached 0 ──> spry_page_empty (queue.c)
- *        ├── other owner / full page / 8-byte blocks / huge ──> spry_free_slow
+ *        ├── its own page of 8-byte blocks ──> spry_free_tiny (free.c)
+ *        ├── other owner / full page / cached class / large / huge ──> spry_free_slow
  *        └── NULL, foreign, >= 4 MiB-aligned huge ──> spry_free_special
  *
  * No lock, no atomic read-modify-write, no syscall on either fast path. */
@@ -23,7 +24,7 @@
 void spry_free_slow(spry_page_t *page, void *p);
 void spry_free_special(void *p);
 void spry_free_double(void *p);
-/* The owner frees an 8-byte block of a page that is not full (key SLOW, not
+/* The owner frees an 8-byte block of a page that is not full (key TINY, not
  * FULL); the pointer is checked. */
 void spry_free_tiny(spry_page_t *page, void *p);
 
@@ -54,8 +55,10 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     __asm__("" : "+r"(chunk));
     spry_segment_t *seg = (spry_segment_t *)(chunk << SPRY_SEGMENT_SHIFT);
     spry_page_t *page = spry_page_of(seg, p);
-    if (spry_unlikely(spry_key_get(page) != spry_thread_key())) {
-        spry_free_slow(page, p);
+    uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */
+    if (spry_unlikely(mine != 0)) {
+        if (mine == SPRY_KEY_TINY) spry_free_tiny(page, p);
+        else spry_free_slow(page, p);
         return;
     }
     if (spry_unlikely(spry_block_marker(p) == page)) {

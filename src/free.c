@@ -104,16 +104,10 @@ void spry_free_slow(spry_page_t *page, void *p) {
      * large working sets: into the block cache. Not checked for a block
      * start, like the fast path's frees (no room for the check there). */
     if (spry_likely((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0)) {
-        /* no SLOW: blocks of 16 B or more, which carry the free marker */
+        /* no TINY: blocks of 16 B or more, which carry the free marker */
         if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
         spry_block_mark_free(p, page);
         spry_bcache_push(spry_tls_heap, page, p);
-        return;
-    }
-    /* The owner's 8-byte block of a page that is not full: the other common
-     * free here. */
-    if (spry_likely(mine == SPRY_KEY_SLOW) && page->kind == SPRY_PAGE_CLASS) {
-        spry_free_tiny(page, p);
         return;
     }
     free_checked(page, p, key);

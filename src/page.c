@@ -32,7 +32,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
         memset(page->start, 0, SPRY_LIVE_MAP_BYTES);
         page->start += SPRY_LIVE_MAP_BYTES;
         bytes -= SPRY_LIVE_MAP_BYTES;
-        key |= SPRY_KEY_SLOW;
+        key |= SPRY_KEY_TINY;
     }
     if (bs > SPRY_SMALL_MAX) key |= SPRY_KEY_CACHED;   /* the owner's frees: block_cache.h */
     page->reserved = (uint32_t)(bytes / bs);

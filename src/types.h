@@ -72,10 +72,11 @@ struct spry_heap;
 /* page->key: the owning thread's thread pointer (%fs:0, one load), or'ed
  * with FULL while the page sits outside its queue, with CACHED for pages of
  * blocks above 1 KiB (the owner's frees go to the block cache, whatever
- * the page's state: block_cache.h), and with SLOW for pages
- * of 8-byte blocks (class 0, see below) and large blocks (one block per
- * span: the slow free checks that the pointer is its start, so a stale
- * pointer into the owner's live large block is not taken for it); 0 while
+ * the page's state: block_cache.h), with TINY for pages of 8-byte blocks
+ * (class 0, see below: the free fast path's mismatch branch sends them
+ * straight to their own short path), and with SLOW for large blocks (one
+ * block per span: the slow free checks that the pointer is its start, so a
+ * stale pointer into the owner's live large block is not taken for it); 0 while
  * the heap is dormant. The free fast path compares it with the calling
  * thread's pointer: any difference (another thread, a full page, a huge or
  * free page, whose key is 0) sends the free to the slow path. Thread pointers are reused after a thread exits,
@@ -85,7 +86,8 @@ struct spry_heap;
 #define SPRY_KEY_FULL   ((uintptr_t)1)
 #define SPRY_KEY_SLOW   ((uintptr_t)2)
 #define SPRY_KEY_CACHED ((uintptr_t)4)
-#define SPRY_KEY_FLAGS  (SPRY_KEY_FULL | SPRY_KEY_SLOW | SPRY_KEY_CACHED)
+#define SPRY_KEY_TINY   ((uintptr_t)8)
+#define SPRY_KEY_FLAGS  (SPRY_KEY_FULL | SPRY_KEY_SLOW | SPRY_KEY_CACHED | SPRY_KEY_TINY)
 
 /* Double frees. A block of 16 bytes or more that is free holds its page's
  * descriptor address in its second word (the free marker): every free writes
@@ -93,7 +95,7 @@ struct spry_heap;
  * free that finds it is a double free (one compare on the fast path, like
  * glibc's tcache key). An 8-byte block has no second word: class-0 pages keep
  * a bitmap of their live blocks in front of the blocks instead, and their
- * keys carry SLOW so that both their malloc and free take the slow path. */
+ * keys carry TINY so that both their malloc and free take short slow paths. */
 static inline void *spry_block_marker(const void *b) { return ((void *const *)b)[1]; }
 static inline void spry_block_mark_free(void *b, const void *page) { ((const void **)b)[1] = page; }
 static inline void spry_block_mark_live(void *b) { ((void **)b)[1] = NULL; }
