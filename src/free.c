@@ -14,6 +14,7 @@
 #include "report.h"
 #include "purge.h"
 #include "block_cache.h"
+#include "large.h"
 
 void spry_free_double(void *p) {
     spry_report_error("free", "double free", p);
@@ -108,6 +109,16 @@ void spry_free_slow(spry_page_t *page, void *p) {
         if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
         spry_block_mark_free(p, page);
         spry_bcache_push(spry_tls_heap, page, p);
+        return;
+    }
+    /* The owner's large block (one per span, key SLOW): its start, not
+     * freed yet, straight into the hot cache when it has room, without the
+     * general path's page release (a churn of 128-256 KiB blocks spent 110
+     * instructions a free there). */
+    if (mine == SPRY_KEY_SLOW && p == page->start && spry_block_marker(p) != page &&
+        page->kind == SPRY_PAGE_LARGE && spry_large_hot_push(page->heap, page)) {
+        spry_block_mark_free(p, page);
+        page->used = 0;
         return;
     }
     free_checked(page, p, key);
