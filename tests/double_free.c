@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "child") == 0) child_double_free();
     watchdog_start(120);
 
-    static const size_t small[] = {8, 1, 16, 24, 48, 100, 1000, 4000, 40000};
+    static const size_t small[] = {8, 1, 16, 24, 48, 100, 1000, 4000, 40000, 200000};
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) check_same_thread(small[i]);
 
     static const size_t remote_sizes[] = {8, 48, 3000, 200000};
