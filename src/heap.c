@@ -98,9 +98,15 @@ static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *
     return heap_malloc_slow(heap, n, 1);
 }
 
-/* 8-byte blocks first, before the frame the other sizes need is set up. */
+/* The two common cases first, before the frame the others need is set
+ * up: 8-byte blocks, and the block cache's top for sizes between the direct
+ * table and the large blocks (about 20 instructions fewer a malloc). */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
+    if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX)) {
+        void *b = spry_bcache_pop(heap, spry_class_of(n));
+        if (spry_likely(b != NULL)) return b;
+    }
     return heap_malloc_sized(n, heap);
 }
 
