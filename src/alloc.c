@@ -132,7 +132,8 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
          * the free marker; before it moves, a block start (a pointer inside
          * a block that stays in place harms no list, like free's fast path,
          * which takes the pointer on trust). */
-        if (spry_unlikely(spry_block_marker(p) == page)) return realloc_invalid(p);
+        /* (16-aligned first: the marker's word is then in p's own page) */
+        if (spry_unlikely(((uintptr_t)p & 15) || spry_block_marker(p) == page)) return realloc_invalid(p);
         size_t old = page->block_size;
         if (n <= old && n > old / 2) return p;  /* fits, and wastes little */
         if (spry_unlikely(!spry_page_class_block_start(page, p))) return realloc_invalid(p);

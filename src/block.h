@@ -29,7 +29,7 @@ static inline uint8_t *spry_block_containing(const spry_page_t *page, const void
     if (page->kind == SPRY_PAGE_FREE) return NULL;
     size_t off = (size_t)((const uint8_t *)p - page->start);
     if (page->kind != SPRY_PAGE_CLASS) return off < page->block_size ? page->start : NULL;
-    if (off >= (size_t)page->reserved * page->block_size) return NULL;
+    if (off >= (size_t)spry_page_capacity(page) * page->block_size) return NULL;
     return page->start + off / page->block_size * page->block_size;
 }
 

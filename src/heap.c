@@ -367,6 +367,10 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
                 }
             }
         }
+        /* blocks in the block cache are free, though their pages count
+         * them (the owner may be changing the count: statistics only) */
+        size_t cached = h->bcache_bytes;
+        w->used_bytes -= cached < w->used_bytes ? cached : w->used_bytes;
         spry_unlock(&h->lock);
     }
 }

@@ -80,7 +80,8 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     if (!page) return NULL;
     page->class_idx = 0;
     page->pinned = 0;
-    page->reserved = page->capacity = 1;
+    page->reserved = 1;
+    spry_page_capacity_set(page, 1);
     page->next = page->prev = NULL;
     return large_reuse(heap, page, usable);
 }

@@ -36,7 +36,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     }
     if (bs > SPRY_SMALL_MAX) key |= SPRY_KEY_CACHED;   /* the owner's frees: block_cache.h */
     page->reserved = (uint32_t)(bytes / bs);
-    page->capacity = 0;
+    spry_page_capacity_set(page, 0);
     page->used = 0;
     page->pinned = 0;
     page->free = page->local_free = NULL;
@@ -66,7 +66,7 @@ static void page_carve(spry_page_t *page) {
     if (mark) spry_block_mark_free(p, page);
     ((spry_block_t *)p)->next = page->free;
     page->free = (spry_block_t *)first;
-    page->capacity += n;
+    spry_page_capacity_set(page, page->capacity + n);
 }
 
 uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {

@@ -63,14 +63,16 @@ static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
  * (2^64 - 1) / m. */
 extern const uint64_t spry_odd_inverse[16], spry_odd_limit[16];
 
-/* True when p is the start of a block of the page (class pages: a carved or
- * uncarved block; large and huge pages: their one block). */
+/* True when p is the start of a block of the page (class pages: a carved
+ * block; large and huge pages: their one block). */
 static inline bool spry_page_class_block_start(const spry_page_t *page, const void *p) {
     size_t off = (size_t)((const uint8_t *)p - page->start), size = page->block_size;
     unsigned s = (unsigned)__builtin_ctzl(size);
     size_t m = size >> s;
-    /* p below the blocks wraps to an offset past them */
-    if (off >= (size_t)page->reserved * size || (off & (((size_t)1 << s) - 1))) return false;
+    /* p below the blocks wraps to an offset past them; a block not carved
+     * yet was never handed out (it carries no free marker: another thread's
+     * free of it would put it on a list twice) */
+    if (off >= (size_t)spry_page_capacity(page) * size || (off & (((size_t)1 << s) - 1))) return false;
     return (off >> s) * spry_odd_inverse[m] <= spry_odd_limit[m];
 }
 static inline bool spry_page_block_start(const spry_page_t *page, const void *p) {

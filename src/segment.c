@@ -309,7 +309,8 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     page->kind = SPRY_PAGE_FREE;
     spry_key_set(page, 0);
     page->free = page->local_free = NULL;
-    page->used = page->capacity = page->reserved = 0;
+    page->used = page->reserved = 0;
+    spry_page_capacity_set(page, 0);
     page->block_size = 0;
     spry_lock(&heap->lock);
     heap_count(&heap->span_in_use, 0, bytes);

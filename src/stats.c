@@ -192,7 +192,7 @@ static void stats_write(int fd, bool json) {
     out_figure(&o, "walk.", "segments", w.segments, "segments owned by heaps");
     out_figure(&o, "walk.", "free_slices", w.free_slices, "64 KiB slices free in them");
     out_figure(&o, "walk.", "class_pages", w.class_pages, "pages of size classes");
-    out_figure(&o, "walk.", "full_pages", w.full_pages, "of which full");
+    out_figure(&o, "walk.", "full_pages", w.full_pages, "of which full (or with their free blocks in the block cache)");
     out_figure(&o, "walk.", "large_pages", w.large_pages, "pages holding one large block");
     out_figure(&o, "walk.", "class_bytes", w.class_bytes, "bytes spanned by class pages");
     out_figure(&o, "walk.", "used_bytes", w.used_bytes, "bytes in blocks not freed (or not yet collected)");

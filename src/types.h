@@ -123,7 +123,10 @@ typedef struct spry_page {
                                     written by the owner, read by any thread */
     uint32_t used;               /* blocks out, including remote-freed ones
                                     not collected yet                         */
-    uint32_t capacity;           /* blocks put on lists so far (lazy carving) */
+    uint32_t capacity;           /* blocks put on lists so far (lazy carving);
+                                    only grows while the page lives; other
+                                    threads read it in pointer checks, so it
+                                    is stored and loaded relaxed-atomic       */
     uint32_t reserved;           /* blocks that fit                           */
     uint8_t  kind;               /* enum spry_page_kind                       */
     uint8_t  class_idx;
@@ -230,6 +233,12 @@ typedef struct spry_heap {
 
 /* Relaxed: plain moves on x86-64. Remote threads may read a key while the
  * owner changes it; either value sends them down the remote path. */
+static inline uint32_t spry_page_capacity(const spry_page_t *page) {
+    return __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
+}
+static inline void spry_page_capacity_set(spry_page_t *page, uint32_t n) {
+    __atomic_store_n(&page->capacity, n, __ATOMIC_RELAXED);
+}
 static inline uintptr_t spry_key_get(const spry_page_t *page) {
     return atomic_load_explicit(&page->key, memory_order_relaxed);
 }

@@ -77,7 +77,7 @@ static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t 
     bool tiny = page->class_idx == 0;
     /* a page being set up, or read mid-change: nothing sane to follow */
     if (start < lo + (tiny ? SPRY_LIVE_MAP_BYTES : 0) || start >= hi || bs < (tiny ? 8u : 16u)) return 0;
-    uint32_t cap = page->capacity;
+    uint32_t cap = spry_page_capacity(page);
     if (cap > (size_t)(hi - start) / bs) cap = (uint32_t)((size_t)(hi - start) / bs);
     size_t i = 0;
     if (from > (uintptr_t)start) i = (from - (uintptr_t)start + bs - 1) / bs;
