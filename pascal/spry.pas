@@ -166,9 +166,22 @@ begin
     SpryAllocMem := OutOfMemory;
 end;
 
+{ Growth of a block that must move goes at least to GrowFactor times its
+  usable size (below GrowCap). The RTL grows an AnsiString by exactly the
+  piece appended (SetLength asks MemSize first and reallocates only when the
+  string no longer fits): with spry's size classes (4 a doubling) a string
+  grown 20 bytes at a time to 200 KB moved through 62 classes, copied each
+  time, and left one touched block in each of them in the thread's block
+  cache: 2.0 MB resident per thread (RTL heap and glibc grow in place). At
+  2x it moves 14 times and keeps 0.5 MB. Above GrowCap spry's large and huge
+  blocks grow in place (or are too big to double). }
+const
+  GrowCap = 1 shl 20;
+
 function SpryReAllocMem(var p: Pointer; size: PtrUInt): Pointer;
 var
   q: Pointer;
+  old: PtrUInt;
 begin
   if size = 0 then
     begin
@@ -186,6 +199,9 @@ begin
     end
   else
     begin
+      old := spry_usable_size(p);
+      if (size > old) and (old < GrowCap) and (size < 2 * old) then
+        size := 2 * old;
       q := spry_realloc(p, size);
       if q = nil then
         OutOfMemory          { p is left as it was }
