@@ -138,11 +138,20 @@ begin
   OutOfMemory := nil;
 end;
 
-function SpryGetMem(size: PtrUInt): Pointer;
-begin
-  SpryGetMem := spry_malloc(size);
-  if SpryGetMem = nil then
-    SpryGetMem := OutOfMemory;
+{ GetMem and AllocMem need a frame only to test for nil: in assembler they
+  are 6 instructions around the C call where fpc -O2 makes 8 (it keeps the
+  result in a callee-saved register). FPC's x86-64 register convention is
+  the System V ABI, as cdecl (compiler/x86_64/cpupara.pas: the same
+  parameter registers and volatile set unless the Windows ABI applies), so
+  size is in rdi already and the result comes back in rax. rsp is 8 off
+  16-byte alignment on entry: the sub restores it for the C call. }
+function SpryGetMem(size: PtrUInt): Pointer; assembler; nostackframe;
+asm
+  sub    $8, %rsp
+  call   spry_malloc
+  add    $8, %rsp
+  test   %rax, %rax
+  jz     OutOfMemory         { tail call: its result is GetMem's }
 end;
 
 function SpryFreeMem(p: Pointer): PtrUInt;
@@ -159,11 +168,14 @@ begin
   SpryFreeMemSize := 0;
 end;
 
-function SpryAllocMem(size: PtrUInt): Pointer;
-begin
-  SpryAllocMem := spry_calloc(size, 1);
-  if SpryAllocMem = nil then
-    SpryAllocMem := OutOfMemory;
+function SpryAllocMem(size: PtrUInt): Pointer; assembler; nostackframe;
+asm
+  sub    $8, %rsp
+  mov    $1, %esi
+  call   spry_calloc
+  add    $8, %rsp
+  test   %rax, %rax
+  jz     OutOfMemory
 end;
 
 { Growth of a block that must move goes at least to GrowFactor times its
