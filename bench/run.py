@@ -184,6 +184,7 @@ METRICS = {
     "pascal_objects": ["total_s", "alloc_s", "free_s"],
     "pascal_strbuild": ["seconds"],
     "pascal_churn": ["mops", "seconds"],
+    "pascal_calls": ["memsize_ns", "pair_ns", "c_usable_ns", "c_pair_ns"],
 }
 METRICS["frag32"] = METRICS["frag"]
 
@@ -516,7 +517,15 @@ def pascal_cells(mode, notes):
     notes["pascal_churn"] = ["%d GetMem/FreeMem pairs per cell, split over the threads; 64 "
                              "live blocks per thread; bands %s." % (
                                  total, ", ".join(band_label(*b) for b in PASCAL_CHURN_BANDS))]
-    for t in ("pascal_shrink", "pascal_objects", "pascal_strbuild", "pascal_churn"):
+    rounds, ncalls = (5, 10_000_000) if quick else (9, 20_000_000)
+    cells.append(Cell("pascal_calls", "rounds=%d calls=%d" % (rounds, ncalls),
+                      {"rounds": rounds, "calls": ncalls}, "pascal/calls", [rounds, ncalls],
+                      est=rounds * ncalls * 4e-8 + 0.05, variants=variants("calls")))
+    notes["pascal_calls"] = ["MemSize and GetMem/FreeMem pairs, ns per call, medians of %d "
+                             "rounds of %d calls; the spry build runs the same loops from C "
+                             "alternating with the Pascal ones." % (rounds, ncalls)]
+    for t in ("pascal_shrink", "pascal_objects", "pascal_strbuild", "pascal_churn",
+              "pascal_calls"):
         notes[t].append("Built with fpc -O2 three times: the RTL heap (fpc-rtl), `uses cmem` "
                         "(glibc's malloc behind cmem's size prefix), `uses spry` (libspry.a "
                         "linked in); nothing preloaded.")

@@ -12,6 +12,8 @@ command -v fpc >/dev/null 2>&1 || { echo "fpc not found (apt-get install fp-comp
 [ -f "$build/libspry.a" ] || { echo "$build/libspry.a not built"; exit 1; }
 out=$build/bench/pascal
 mkdir -p "$out"
+# calls.pas (spry build) links the same loops written in C
+${CC:-cc} -O2 -c -o "$out/calls_c.o" "$here/calls_c.c"
 for alloc in fpc-rtl cmem spry; do
   case $alloc in
     fpc-rtl) def= ;;
@@ -20,8 +22,8 @@ for alloc in fpc-rtl cmem spry; do
   esac
   units=$out/units-$alloc
   mkdir -p "$units"
-  for prog in shrink objects strbuild churn; do
-    if ! fpc -O2 $def -Fu"$repo/pascal" -Fl"$build" -Fi"$here" -FU"$units" \
+  for prog in shrink objects strbuild churn calls; do
+    if ! fpc -O2 $def -Fu"$repo/pascal" -Fl"$build" -Fi"$here" -Fo"$out" -FU"$units" \
         -o"$out/${prog}_$alloc" "$here/$prog.pas" >"$units/$prog.log" 2>&1; then
       cat "$units/$prog.log"; echo "build.sh: fpc failed on $prog ($alloc)"; exit 1
     fi

@@ -114,6 +114,14 @@ TESTS = {
         what="TThreads each GetMem and FreeMem blocks of random size in a band at random "
              "slots of 64 live blocks, checking them before the FreeMem; millions of pairs "
              "per second, summed over threads."),
+    "pascal_calls": dict(
+        title="Pascal: cost per call", seed="issue 10 (MemSize no slower than from C)",
+        primary="memsize_ns", chart="bars", extra=["pair_ns", "c_usable_ns", "c_pair_ns"],
+        pascal=True,
+        what="MemSize over 1024 live blocks and GetMem/FreeMem pairs of 32 bytes, called "
+             "from Pascal through the RTL (System.MemSize -> MemoryManager.MemSize); in the "
+             "spry build the same loops in C (spry_usable_size, spry_malloc/spry_free) run "
+             "alternating in the same process (c_usable_ns, c_pair_ns). ns per call, medians."),
     "server": dict(
         title="Server capacity", seed="003, IntraWeb under JMeter",
         primary="requests_per_s", chart="bars",
@@ -130,7 +138,8 @@ HIGHER_IS_BETTER = {"mops", "ops", "requests_per_s", "requests", "big_ok"}
 NEUTRAL = {"requests", "small_fail", "errors"}
 UNITS = {
     "mops": "Mops/s", "seconds": "s", "total_s": "s", "alloc_s": "s", "free_s": "s",
-    "requests_per_s": "req/s", "maxrss_kb": "KiB", "latency_p50_ms": "ms",
+    "requests_per_s": "req/s", "memsize_ns": "ns", "pair_ns": "ns",
+    "c_usable_ns": "ns", "c_pair_ns": "ns", "maxrss_kb": "KiB", "latency_p50_ms": "ms",
     "latency_p99_ms": "ms",
 }
 

@@ -105,6 +105,38 @@ begin
   Check((p = nil) and (q = nil), 'ReAllocMem(nil, 0)');
 end;
 
+{ Growth by small steps (the RTL's AnsiString appends): a block that must
+  move grows to at least twice its usable size, so a block grown 20 bytes at
+  a time from 1,000 bytes to 300,000 moves about 9 times, not once per size
+  class (about 70); contents survive every move. }
+procedure TestReAllocSteps;
+var
+  p, last: Pointer;
+  n, moves: PtrUInt;
+begin
+  n := 1000;
+  p := GetMem(n);
+  Fill(p, n, 5);
+  moves := 0;
+  while n < 300000 do
+    begin
+      last := p;
+      Inc(n, 20);
+      if MemSize(p) < n then
+        ReAllocMem(p, n);
+      Check(MemSize(p) >= n, 'MemSize below the size asked');
+      if p <> last then
+        begin
+          Inc(moves);
+          Check(Same(p, n - 20, 5), 'contents lost moving to ' + IntToStr(n));
+        end;
+      Fill(PByte(p) + n - 20, 20, Byte(5 + (n - 20) * 7));
+    end;
+  Check(Same(p, n, 5), 'contents at the end of the steps');
+  Check(moves <= 16, 'grown by steps: ' + IntToStr(moves) + ' moves, expected <= 16');
+  FreeMem(p);
+end;
+
 procedure TestAllocMem;
 var
   i, j: Integer;
@@ -214,6 +246,7 @@ begin
   TestMemSize;
   TestZeroAndNil;
   TestReAlloc;
+  TestReAllocSteps;
   TestAllocMem;
   TestHeapStatus;
   TestStringsAndObjects;
