@@ -110,13 +110,34 @@ static uint32_t intern(void *const *pc, int depth) {
     return id;
 }
 
+/* How many of the allocator's own frames (the capture, the layer's entry,
+ * malloc or operator new) lead a stack: the most seen so far, on any path.
+ * Unwinding is most of a capture's cost and each frame costs the same, so
+ * a capture asks for just these and DBG_FRAMES more, rather than a fixed
+ * margin; a stack that came back full with more own frames than that (the
+ * first ones, or a path one frame deeper) is taken again with the count it
+ * showed, so no stack is ever cut short. */
+#define OWN_MAX 16
+static _Atomic(int) own_frames;
+
 int dbg_stack_now(void **out) {
-    void *pc[DBG_FRAMES + 8];
-    dbg_inside++;
-    int n = unw_backtrace(pc, DBG_FRAMES + 8);
-    dbg_inside--;
-    int skip = 0;
-    while (skip < n && stack_is_own(pc[skip])) skip++;
+    void *pc[DBG_FRAMES + OWN_MAX];
+    int own = atomic_load_explicit(&own_frames, memory_order_relaxed);
+    int n, skip;
+    for (;;) {
+        dbg_inside++;
+        n = unw_backtrace(pc, DBG_FRAMES + own);
+        dbg_inside--;
+        skip = 0;
+        while (skip < n && stack_is_own(pc[skip])) skip++;
+        if (skip <= own || n < DBG_FRAMES + own || own == OWN_MAX) break;
+        own = skip < OWN_MAX ? skip : OWN_MAX;
+        /* relaxed: a count, read as a hint; a stale one costs a retry */
+        int seen = atomic_load_explicit(&own_frames, memory_order_relaxed);
+        while (seen < own && !atomic_compare_exchange_weak_explicit(&own_frames, &seen, own, memory_order_relaxed,
+                                                                     memory_order_relaxed))
+            continue;
+    }
     n -= skip;
     if (n > DBG_FRAMES) n = DBG_FRAMES;
     if (n > 0) memcpy(out, pc + skip, sizeof *pc * n);
