@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The cautious build against memcheck and ASan (issue 9, "Measure and report").
 
-    make build && /usr/bin/python3 bench/cautious.py              # everything, ~15 min on 2 cores
+    make build && /usr/bin/python3 bench/cautious.py              # everything, ~6 min on 2 cores
     /usr/bin/python3 bench/cautious.py --only detect              # the detection table only (~1 min)
     /usr/bin/python3 bench/cautious.py --out docs/cautious.md     # what docs/cautious.md is made with
 
@@ -507,6 +507,9 @@ def main():
     for tool in ("valgrind", "gcc", "g++", "sqlite3"):
         if not shutil.which(tool):
             sys.exit("%s is missing: scripts/install-deps.sh installs it" % tool)
+    if "speed" in only and subprocess.run([PY, "-c", "import test.test_re"], capture_output=True).returncode:
+        sys.exit("python3's test suite is missing: scripts/install-deps.sh installs it "
+                 "(Debian's libpython3.X-testsuite)")
     b = Bench(a)
     try:
         progs = b.programs()
