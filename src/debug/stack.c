@@ -52,15 +52,18 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *arg) {
     return 0;
 }
 
-/* True when pc is in this library's code. */
-static bool stack_is_own(const void *pc) {
+/* This library's code as [lo, lo + len), found at the first capture; read
+ * once per capture rather than once per frame (a capture tests each of the
+ * own frames that lead it). */
+static void own_code(uintptr_t *lo, uintptr_t *len) {
     if (!atomic_load_explicit(&own_known, memory_order_acquire)) {
         dbg_inside++;
-        dl_iterate_phdr(find_own, (void *)(uintptr_t)stack_is_own);
+        dl_iterate_phdr(find_own, (void *)(uintptr_t)own_code);
         dbg_inside--;
         atomic_store_explicit(&own_known, 1, memory_order_release);
     }
-    return (uintptr_t)pc - own_lo < own_hi - own_lo;
+    *lo = own_lo;
+    *len = own_hi - own_lo;
 }
 
 static stack_entry_t *entry(uint32_t id) {
@@ -124,12 +127,14 @@ int dbg_stack_now(void **out) {
     void *pc[DBG_FRAMES + OWN_MAX];
     int own = atomic_load_explicit(&own_frames, memory_order_relaxed);
     int n, skip;
+    uintptr_t lo, len;
+    own_code(&lo, &len);
     for (;;) {
         dbg_inside++;
         n = unw_backtrace(pc, DBG_FRAMES + own);
         dbg_inside--;
         skip = 0;
-        while (skip < n && stack_is_own(pc[skip])) skip++;
+        while (skip < n && (uintptr_t)pc[skip] - lo < len) skip++;
         if (skip <= own || n < DBG_FRAMES + own || own == OWN_MAX) break;
         own = skip < OWN_MAX ? skip : OWN_MAX;
         /* relaxed: a count, read as a hint; a stale one costs a retry */
