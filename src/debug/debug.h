@@ -114,9 +114,7 @@ void *dbg_raw_alloc(size_t n, size_t align);
 void  dbg_raw_free(void *raw);
 
 /* ---- stack.c: capture and the stack table ------------------------------- */
-/* The calling thread's stack (the allocator's own frames left out), as an
- * id of the table; 0 when it cannot be captured. */
-uint32_t dbg_stack_capture(void);
+/* dbg_stack_capture: capture.h. */
 /* The calling thread's stack into out[DBG_FRAMES] (own frames left out),
  * not interned; returns the depth. */
 int dbg_stack_now(void **out);

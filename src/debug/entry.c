@@ -14,7 +14,7 @@
  * Calls made while dbg_inside is set (the layer's own unwinding and
  * symbolising) allocate from the core untracked. */
 #define _GNU_SOURCE
-#include "debug.h"
+#include "capture.h"
 #include "report.h"
 #include "../alloc_fast.h"
 #include "../block.h"

@@ -3,16 +3,16 @@
  * binary has, frame pointers or not, caches what it learns per address, and
  * does not allocate on that path), deduplicated into a table so that a block
  * carries a 32-bit id. Symbols come only when a report is written
- * (symbol.c).
+ * (symbol.c). The capture itself is inlined into the entry points
+ * (capture.h); this file has its parts that need no inlining.
  *
  * The table: entries in chunks allocated from the core as needed (ids are
  * never reused, entries never change once linked), found by hash through
  * buckets of id chains; inserts take one of 64 stripe locks chosen by the
  * hash, lookups take it too. */
 #define _GNU_SOURCE
-#include "debug.h"
+#include "capture.h"
 #include "../lock.h"
-#include <libunwind.h>
 #include <link.h>
 #include <string.h>
 
@@ -88,7 +88,7 @@ static uint32_t entry_new(void) {
     return id;
 }
 
-static uint32_t intern(void *const *pc, int depth) {
+uint32_t dbg_stack_intern(void *const *pc, int depth) {
     uint64_t h = 0x9e3779b97f4a7c15ull * (uint64_t)(depth + 1);
     for (int i = 0; i < depth; i++) h = (h ^ (uintptr_t)pc[i]) * 0x100000001b3ull;
     h ^= h >> 29;
@@ -113,47 +113,46 @@ static uint32_t intern(void *const *pc, int depth) {
     return id;
 }
 
-/* How many of the allocator's own frames (the capture, the layer's entry,
- * malloc or operator new) lead a stack: the most seen so far, on any path.
- * Unwinding is most of a capture's cost and each frame costs the same, so
- * a capture asks for just these and DBG_FRAMES more, rather than a fixed
- * margin; a stack that came back full with more own frames than that (the
- * first ones, or a path one frame deeper) is taken again with the count it
- * showed, so no stack is ever cut short. */
-#define OWN_MAX 16
+/* How many of the allocator's own frames (the layer's entry, malloc or
+ * operator new) lead a captured stack: the most seen so far, on any path.
+ * A capture asks for these and DBG_FRAMES more rather than a fixed margin:
+ * unwinding stops where the kept frames end. */
 static _Atomic(int) own_frames;
 
-int dbg_stack_now(void **out) {
-    void *pc[DBG_FRAMES + OWN_MAX];
-    int own = atomic_load_explicit(&own_frames, memory_order_relaxed);
-    int n, skip;
+int dbg_stack_ask(void) {
+    /* relaxed: a count, read as a hint; a stale one costs a retry */
+    return DBG_FRAMES + atomic_load_explicit(&own_frames, memory_order_relaxed);
+}
+
+int dbg_stack_own(void *const *pc, int n, int asked) {
     uintptr_t lo, len;
     own_code(&lo, &len);
-    for (;;) {
-        dbg_inside++;
-        n = unw_backtrace(pc, DBG_FRAMES + own);
-        dbg_inside--;
-        skip = 0;
-        while (skip < n && (uintptr_t)pc[skip] - lo < len) skip++;
-        if (skip <= own || n < DBG_FRAMES + own || own == OWN_MAX) break;
-        own = skip < OWN_MAX ? skip : OWN_MAX;
-        /* relaxed: a count, read as a hint; a stale one costs a retry */
-        int seen = atomic_load_explicit(&own_frames, memory_order_relaxed);
-        while (seen < own && !atomic_compare_exchange_weak_explicit(&own_frames, &seen, own, memory_order_relaxed,
-                                                                     memory_order_relaxed))
-            continue;
-    }
+    int skip = 0;
+    while (skip < n && (uintptr_t)pc[skip] - lo < len) skip++;
+    if (skip <= asked - DBG_FRAMES || n < asked || asked >= DBG_FRAMES + DBG_OWN_MAX) return skip;
+    int own = skip < DBG_OWN_MAX ? skip : DBG_OWN_MAX;
+    int seen = atomic_load_explicit(&own_frames, memory_order_relaxed);
+    while (seen < own && !atomic_compare_exchange_weak_explicit(&own_frames, &seen, own, memory_order_relaxed,
+                                                                 memory_order_relaxed))
+        continue;
+    return -1;
+}
+
+/* Reports only: room for any number of own frames, nothing learned (a
+ * report's path is deeper than an allocation's). */
+int dbg_stack_now(void **out) {
+    void *pc[DBG_FRAMES + DBG_OWN_MAX];
+    dbg_inside++;
+    int n = unw_backtrace(pc, DBG_FRAMES + DBG_OWN_MAX);
+    dbg_inside--;
+    uintptr_t lo, len;
+    own_code(&lo, &len);
+    int skip = 0;
+    while (skip < n && (uintptr_t)pc[skip] - lo < len) skip++;
     n -= skip;
     if (n > DBG_FRAMES) n = DBG_FRAMES;
     if (n > 0) memcpy(out, pc + skip, sizeof *pc * n);
     return n > 0 ? n : 0;
-}
-
-uint32_t dbg_stack_capture(void) {
-    if (dbg_inside) return 0;        /* inside the unwinder or a report */
-    void *pc[DBG_FRAMES];
-    int n = dbg_stack_now(pc);
-    return n ? intern(pc, n) : 0;
 }
 
 int dbg_stack_frames(uint32_t id, void *const **pcs) {
