@@ -155,7 +155,8 @@ class Bench:
         return [plain, *args], env, "preload"
 
     def run(self, argv, env, stdin=None, timeout=1800):
-        """Runs argv; returns (status, wall seconds, peak RSS KiB, output)."""
+        """Runs argv; returns (status, wall seconds, peak RSS KiB, output, CPU
+        seconds: user and system, its waited-for children's included)."""
         out = os.path.join(self.work, "out.txt")
         with open(out, "w") as o, open(stdin or os.devnull) as i:
             t0 = time.monotonic()
@@ -172,7 +173,8 @@ class Bench:
                 time.sleep(0.01)
             wall = time.monotonic() - t0
         with open(out, errors="replace") as f:
-            return os.waitstatus_to_exitcode(status), wall, ru.ru_maxrss, f.read()
+            return (os.waitstatus_to_exitcode(status), wall, ru.ru_maxrss, f.read(),
+                    ru.ru_utime + ru.ru_stime)
 
     def reports(self, tag):
         """Everything the tools wrote for run `tag` (then removed)."""
@@ -245,7 +247,7 @@ class Bench:
                     if not spec:
                         continue
                     argv, env, note = spec
-                    rc, wall, rss, out = self.run(argv, env, stdin=stdin)
+                    rc, wall, rss, out, cpu = self.run(argv, env, stdin=stdin)
                     text = self.reports("speed")
                     log("speed %-14s %-9s run %d: %.2f s, %d MiB, status %d" % (name, tool, rep + 1, wall, rss >> 10, rc))
                     if rc != 0 and not (tool == "asan" and leaks_only(rc, text)):
@@ -253,7 +255,7 @@ class Bench:
                         continue
                     if tool == "cautious" and "ERROR:" in text:
                         failures.append("%s under spry cautious: an error reported in a right program" % name)
-                    results.setdefault((name, tool), []).append((wall, rss))
+                    results.setdefault((name, tool), []).append((wall, rss, cpu))
                     notes[(name, tool)] = note
         after = load()
         return works, results, notes, failures, before, after
@@ -270,7 +272,7 @@ class Bench:
                                             [str(self.args.blocks), str(size)], "mem")
                 if tool == "asan":
                     env["ASAN_OPTIONS"] += ":detect_leaks=0"
-                rc, _, _, out = self.run(argv, env)
+                rc, _, _, out, _ = self.run(argv, env)
                 self.reports("mem")
                 m = re.search(r"per_block_bytes=([0-9.]+) after_free_kib=(-?[0-9]+)", out)
                 row[tool] = (float(m.group(1)), int(m.group(2))) if rc == 0 and m else None
@@ -354,7 +356,7 @@ class Bench:
             row = {}
             for tool, pats in zip(("cautious", "memcheck", "asan"), patterns):
                 argv, env, _ = self.command(tool, progs[prog][0], progs[prog][1], [case], "detect")
-                rc, _, _, out = self.run(argv, env, timeout=300)
+                rc, _, _, out, _ = self.run(argv, env, timeout=300)
                 text = out + self.reports("detect")
                 caught = all(re.search(p, text) for p in pats)
                 # a tool that stops the program at the error (ASan) still counts
@@ -402,24 +404,40 @@ class Bench:
                     t = med(runs)
                     mark = " (libasan preloaded)" if notes.get((name, tool)) == "preload" else ""
                     cells.append("%.2f s" % t + ("" if tool == "spry" else " (%.1fx)" % (t / base)) + mark)
-                    rss.append("%d MiB" % (statistics.median(r for _, r in runs) / 1024) + mark)
+                    rss.append("%d MiB" % (statistics.median(r[1] for r in runs) / 1024) + mark)
                 mc, ca = med(results.get((name, "memcheck"))), med(results.get((name, "cautious")))
                 ratio = "%.1fx" % (mc / ca) if mc and ca else "-"
                 L.append("| %s | %s | %s |" % (name, " | ".join(cells), ratio))
                 rss_lines.append("| %s | %s |" % (name, " | ".join(rss)))
             L += ["", "Issue 9's targets:", ""]
-            py, ca = med(results.get(("python3 tests", "spry"))), med(results.get(("python3 tests", "cautious")))
-            if py and ca:
-                L.append("- the cautious build under 3x spry's time on python3's tests: %.1fx, %s"
-                         % (ca / py, "met" if ca < 3 * py else "**missed**"))
-            faster = []
-            for name in works:
-                mc, ca = med(results.get((name, "memcheck"))), med(results.get((name, "cautious")))
-                if mc and ca:
-                    faster.append("%s %.1fx%s" % (name, mc / ca, "" if mc >= 10 * ca else " (**missed**)"))
-            L.append("- at least 10x faster than memcheck: " + ", ".join(faster))
+            for field, what in ((0, "wall time"), (2, "CPU time")):
+                py = med(results.get(("python3 tests", "spry")), field)
+                ca = med(results.get(("python3 tests", "cautious")), field)
+                if py and ca:
+                    L.append("- the cautious build under 3x spry's time on python3's tests (%s): %.1fx, %s"
+                             % (what, ca / py, "met" if ca < 3 * py else "**missed**"))
+                faster = []
+                for name in works:
+                    mc, ca = med(results.get((name, "memcheck")), field), med(results.get((name, "cautious")), field)
+                    if mc and ca:
+                        faster.append("%s %.1fx%s" % (name, mc / ca, "" if mc >= 10 * ca else " (**missed**)"))
+                L.append("- at least 10x faster than memcheck (%s): %s" % (what, ", ".join(faster)))
             L += ["", "Peak RSS (the process's maximum resident set; memcheck's includes valgrind):", ""]
             L += rss_lines
+            L += ["", "CPU time (user and system, median; less sensitive than wall time to the "
+                  "machine's other jobs, which share its 2 cores), and its ratio to spry's:", "",
+                  "| workload | spry | spry cautious | memcheck | ASan | memcheck / cautious |",
+                  "|---|---|---|---|---|---|"]
+            for name in works:
+                base = med(results.get((name, "spry")), 2)
+                cells = []
+                for tool in TOOLS:
+                    t = med(results.get((name, tool)), 2)
+                    mark = " (libasan preloaded)" if notes.get((name, tool)) == "preload" else ""
+                    cells.append("-" if t is None else "%.2f s" % t
+                                 + ("" if tool == "spry" else " (%.1fx)" % (t / base)) + mark)
+                mc, ca = med(results.get((name, "memcheck")), 2), med(results.get((name, "cautious")), 2)
+                L.append("| %s | %s | %s |" % (name, " | ".join(cells), "%.1fx" % (mc / ca) if mc and ca else "-"))
             L += ["", "Workloads:", ""]
             L += ["- **%s**: %s" % (name, w[4]) for name, w in works.items()]
             L += ["", "ASan: `stl_heavy` is rebuilt with `-fsanitize=address -O2 -g`. Debian's python3 "
@@ -477,8 +495,9 @@ def leaks_only(rc, text):
     return rc != 0 and "ERROR: LeakSanitizer" in text and "ERROR: AddressSanitizer" not in text
 
 
-def med(runs):
-    return statistics.median(w for w, _ in runs) if runs else None
+def med(runs, field=0):
+    """Median wall time (field 0) or CPU time (2) of a cell's runs."""
+    return statistics.median(r[field] for r in runs) if runs else None
 
 
 def cpu_model():
