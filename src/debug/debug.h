@@ -68,8 +68,6 @@ static inline void dbg_seal(dbg_block_t *b) { b->check = dbg_checksum(b); }
 static inline bool dbg_sealed(const dbg_block_t *b) { return b->check == dbg_checksum(b); }
 /* The end of the raw block: where the tail guard stops. */
 uint8_t *dbg_raw_end(const dbg_block_t *b);
-/* Offset of the first byte of [p, p+n) that is not `byte`, or n. */
-size_t dbg_first_diff(const uint8_t *p, size_t n, uint8_t byte);
 
 /* What a guard check found. */
 typedef struct dbg_damage {
@@ -116,9 +114,7 @@ void *dbg_raw_alloc(size_t n, size_t align);
 void  dbg_raw_free(void *raw);
 
 /* ---- stack.c: capture and the stack table ------------------------------- */
-/* The calling thread's stack (the allocator's own frames left out), as an
- * id of the table; 0 when it cannot be captured. */
-uint32_t dbg_stack_capture(void);
+/* dbg_stack_capture: capture.h. */
 /* The calling thread's stack into out[DBG_FRAMES] (own frames left out),
  * not interned; returns the depth. */
 int dbg_stack_now(void **out);

@@ -14,7 +14,7 @@
  * Calls made while dbg_inside is set (the layer's own unwinding and
  * symbolising) allocate from the core untracked. */
 #define _GNU_SOURCE
-#include "debug.h"
+#include "capture.h"
 #include "report.h"
 #include "../alloc_fast.h"
 #include "../block.h"
@@ -41,9 +41,9 @@ void dbg_fork_child_reset(void) { thread_id = 0; }
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-void *spry_debug_alloc(size_t n, size_t align, enum spry_debug_family family) {
-    if (align < 16) align = 16;
-    if (dbg_inside) return dbg_raw_alloc(n, align);
+/* A tracked block allocated at `stack` (the caller's, captured once per
+ * public call: realloc's new block and its free of the old one share it). */
+static void *alloc_tracked(size_t n, size_t align, enum spry_debug_family family, uint32_t stack) {
     if (n > SPRY_ALLOC_MAX) { errno = ENOMEM; return NULL; }
     size_t offset = round_up(sizeof(dbg_block_t), align);
     uint8_t *raw = dbg_raw_alloc(offset + n + DBG_TAIL_MIN, align);
@@ -53,7 +53,7 @@ void *spry_debug_alloc(size_t n, size_t align, enum spry_debug_family family) {
     b->size = n;
     b->seq = atomic_fetch_add_explicit(&dbg_next_seq, 1, memory_order_relaxed);
     b->tid = dbg_thread_id();
-    b->alloc_stack = dbg_stack_capture();
+    b->alloc_stack = stack;
     b->free_stack = 0;
     b->raw_offset = (uint32_t)offset;
     b->state = DBG_LIVE;
@@ -69,6 +69,12 @@ void *spry_debug_alloc(size_t n, size_t align, enum spry_debug_family family) {
     return user;
 }
 
+void *spry_debug_alloc(size_t n, size_t align, enum spry_debug_family family) {
+    if (align < 16) align = 16;
+    if (dbg_inside) return dbg_raw_alloc(n, align);
+    return alloc_tracked(n, align, family, dbg_stack_capture());
+}
+
 void *spry_debug_calloc(size_t count, size_t size) {
     size_t n;
     if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
@@ -81,9 +87,11 @@ static const char *family_free_name(unsigned f) {
     return f == SPRY_FAMILY_NEW ? "operator delete" : f == SPRY_FAMILY_NEW_ARRAY ? "operator delete[]" : "free";
 }
 
-/* Checks and frees a tracked block; `call` names the caller's function.
+/* Checks and frees a tracked block; `call` names the caller's function;
+ * `stack`: the caller's stack id when it has it already (realloc), else
+ * NULL and it is captured here, once the block is known to be freed.
  * False when nothing was freed (the error is reported). */
-static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const char *call) {
+static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const char *call, const uint32_t *stack) {
     if (b->state != DBG_LIVE) {
         dbg_report_error("double free", call, dbg_user(b), b->state == DBG_FREED
                          ? "the block was freed already (it is in the quarantine)"
@@ -100,8 +108,7 @@ static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const ch
     }
     dbg_damage_t d = dbg_check_block(b);
     if (d.kind) dbg_report_damage(b, d, "when the block was freed");
-    uint32_t stack = dbg_stack_capture();
-    if (!dbg_track_release(b, stack, dbg_thread_id())) {
+    if (!dbg_track_release(b, stack ? *stack : dbg_stack_capture(), dbg_thread_id())) {
         /* another thread freed it between the check and here */
         dbg_report_error("double free", call, dbg_user(b), "another thread freed the block meanwhile", b);
         return false;
@@ -116,7 +123,7 @@ void spry_debug_free(void *p, enum spry_debug_family family) {
     dbg_lookup_t l = dbg_lookup(p);
     switch (l.kind) {
     case DBG_PTR_TRACKED:
-        free_tracked(l.block, family, family_free_name(family));
+        free_tracked(l.block, family, family_free_name(family), NULL);
         return;
     case DBG_PTR_UNTRACKED:
         dbg_raw_free(p);
@@ -160,13 +167,14 @@ void *spry_debug_realloc(void *p, size_t n) {
         return NULL;
     }
     if (n == 0) {                        /* glibc's choice: frees */
-        free_tracked(b, SPRY_FAMILY_MALLOC, "realloc");
+        free_tracked(b, SPRY_FAMILY_MALLOC, "realloc", NULL);
         return NULL;
     }
-    void *q = spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
+    uint32_t stack = dbg_stack_capture();
+    void *q = alloc_tracked(n, 16, SPRY_FAMILY_MALLOC, stack);
     if (!q) return NULL;                 /* p is untouched */
     memcpy(q, p, b->size < n ? b->size : n);
-    free_tracked(b, SPRY_FAMILY_MALLOC, "realloc");
+    free_tracked(b, SPRY_FAMILY_MALLOC, "realloc", &stack);
     return q;
 }
 

@@ -3,16 +3,16 @@
  * binary has, frame pointers or not, caches what it learns per address, and
  * does not allocate on that path), deduplicated into a table so that a block
  * carries a 32-bit id. Symbols come only when a report is written
- * (symbol.c).
+ * (symbol.c). The capture itself is inlined into the entry points
+ * (capture.h); this file has its parts that need no inlining.
  *
  * The table: entries in chunks allocated from the core as needed (ids are
  * never reused, entries never change once linked), found by hash through
  * buckets of id chains; inserts take one of 64 stripe locks chosen by the
  * hash, lookups take it too. */
 #define _GNU_SOURCE
-#include "debug.h"
+#include "capture.h"
 #include "../lock.h"
-#include <libunwind.h>
 #include <link.h>
 #include <string.h>
 
@@ -52,15 +52,18 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *arg) {
     return 0;
 }
 
-/* True when pc is in this library's code. */
-static bool stack_is_own(const void *pc) {
+/* This library's code as [lo, lo + len), found at the first capture; read
+ * once per capture rather than once per frame (a capture tests each of the
+ * own frames that lead it). */
+static void own_code(uintptr_t *lo, uintptr_t *len) {
     if (!atomic_load_explicit(&own_known, memory_order_acquire)) {
         dbg_inside++;
-        dl_iterate_phdr(find_own, (void *)(uintptr_t)stack_is_own);
+        dl_iterate_phdr(find_own, (void *)(uintptr_t)own_code);
         dbg_inside--;
         atomic_store_explicit(&own_known, 1, memory_order_release);
     }
-    return (uintptr_t)pc - own_lo < own_hi - own_lo;
+    *lo = own_lo;
+    *len = own_hi - own_lo;
 }
 
 static stack_entry_t *entry(uint32_t id) {
@@ -85,7 +88,7 @@ static uint32_t entry_new(void) {
     return id;
 }
 
-static uint32_t intern(void *const *pc, int depth) {
+uint32_t dbg_stack_intern(void *const *pc, int depth) {
     uint64_t h = 0x9e3779b97f4a7c15ull * (uint64_t)(depth + 1);
     for (int i = 0; i < depth; i++) h = (h ^ (uintptr_t)pc[i]) * 0x100000001b3ull;
     h ^= h >> 29;
@@ -110,24 +113,46 @@ static uint32_t intern(void *const *pc, int depth) {
     return id;
 }
 
-int dbg_stack_now(void **out) {
-    void *pc[DBG_FRAMES + 8];
-    dbg_inside++;
-    int n = unw_backtrace(pc, DBG_FRAMES + 8);
-    dbg_inside--;
+/* How many of the allocator's own frames (the layer's entry, malloc or
+ * operator new) lead a captured stack: the most seen so far, on any path.
+ * A capture asks for these and DBG_FRAMES more rather than a fixed margin:
+ * unwinding stops where the kept frames end. */
+static _Atomic(int) own_frames;
+
+int dbg_stack_ask(void) {
+    /* relaxed: a count, read as a hint; a stale one costs a retry */
+    return DBG_FRAMES + atomic_load_explicit(&own_frames, memory_order_relaxed);
+}
+
+int dbg_stack_own(void *const *pc, int n, int asked) {
+    uintptr_t lo, len;
+    own_code(&lo, &len);
     int skip = 0;
-    while (skip < n && stack_is_own(pc[skip])) skip++;
+    while (skip < n && (uintptr_t)pc[skip] - lo < len) skip++;
+    if (skip <= asked - DBG_FRAMES || n < asked || asked >= DBG_FRAMES + DBG_OWN_MAX) return skip;
+    int own = skip < DBG_OWN_MAX ? skip : DBG_OWN_MAX;
+    int seen = atomic_load_explicit(&own_frames, memory_order_relaxed);
+    while (seen < own && !atomic_compare_exchange_weak_explicit(&own_frames, &seen, own, memory_order_relaxed,
+                                                                 memory_order_relaxed))
+        continue;
+    return -1;
+}
+
+/* Reports only: room for any number of own frames, nothing learned (a
+ * report's path is deeper than an allocation's). */
+int dbg_stack_now(void **out) {
+    void *pc[DBG_FRAMES + DBG_OWN_MAX];
+    dbg_inside++;
+    int n = unw_backtrace(pc, DBG_FRAMES + DBG_OWN_MAX);
+    dbg_inside--;
+    uintptr_t lo, len;
+    own_code(&lo, &len);
+    int skip = 0;
+    while (skip < n && (uintptr_t)pc[skip] - lo < len) skip++;
     n -= skip;
     if (n > DBG_FRAMES) n = DBG_FRAMES;
     if (n > 0) memcpy(out, pc + skip, sizeof *pc * n);
     return n > 0 ? n : 0;
-}
-
-uint32_t dbg_stack_capture(void) {
-    if (dbg_inside) return 0;        /* inside the unwinder or a report */
-    void *pc[DBG_FRAMES];
-    int n = dbg_stack_now(pc);
-    return n ? intern(pc, n) : 0;
 }
 
 int dbg_stack_frames(uint32_t id, void *const **pcs) {
