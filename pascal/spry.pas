@@ -8,7 +8,10 @@
   The program is then linked with libspry.a and needs no libspry.so at run
   time. With -dSPRY_SHARED it is linked with libspry.so instead (-Fl names
   the directory holding libspry.so; at run time the loader must find it:
-  LD_LIBRARY_PATH, -k-rpath=<dir>, or an installed spry).
+  LD_LIBRARY_PATH, -k-rpath=<dir>, or an installed spry). With -dSPRY_DEBUG
+  it is linked with libspry-debug.so, the cautious build: overruns, writes
+  after free, double frees and leaks are reported with stacks (README,
+  "Cautious mode"); the same run-time note applies.
 
   What each entry of the TMemoryManager does (the RTL's semantics, from
   rtl/inc/heap.inc of FPC 3.2.2):
@@ -66,6 +69,11 @@ interface
   {$fatal spry: Linux x86-64 only, as spry itself}
 {$endif}
 
+{$ifdef SPRY_DEBUG}
+  { the cautious build (README, "Cautious mode"): its spry_* entries check
+    every block; shared only, as it needs libunwind and libdw }
+  {$define SPRY_EXTERNAL := external 'spry-debug'}
+{$else}
 {$ifdef SPRY_SHARED}
   {$define SPRY_EXTERNAL := external 'spry'}
 {$else}
@@ -76,6 +84,7 @@ interface
   {$linklib pthread}
   {$linklib dl}
   {$linklib gcc}
+{$endif}
 {$endif}
 {$linklib c}
 

@@ -42,5 +42,19 @@ case $test in
     cat "$out/stderr" "$log"
     grep -q 'spry leaves it in place' "$out/stderr" || { echo "FAIL: no note from spry"; exit 1; }
     grep -q '^1 unfreed memory blocks : 123' "$log" || { echo "FAIL: heaptrc did not report the block"; exit 1; } ;;
+  debug)
+    # -dSPRY_DEBUG links the cautious build (built only where libunwind and
+    # libdw are installed)
+    [ -e "$build/libspry-debug.so" ] || { echo "no libspry-debug.so: skipped"; exit 77; }
+    compile test_debug -dSPRY_DEBUG -g
+    readelf -d "$out/test_debug" | grep -q 'NEEDED.*libspry-debug\.so' || { echo "FAIL: not linked with libspry-debug.so"; exit 1; }
+    log=$out/debug.log
+    LD_LIBRARY_PATH=$build SPRY_DEBUG_LOG=$log "$out/test_debug" || { echo "FAIL: exit status $?"; exit 1; }
+    cat "$log"
+    grep -q 'overrun: block of 24 bytes' "$log" || { echo "FAIL: overrun not reported"; exit 1; }
+    grep -q 'LEAK: 1 block, 40 bytes' "$log" || { echo "FAIL: leak not reported"; exit 1; }
+    # the allocation's stack: libunwind stops at the unit's GetMem (it finds
+    # no .eh_frame unwind information for the program's own procedures)
+    grep -q 'SPRYGETMEM.*spry.pas:[0-9]' "$log" || { echo "FAIL: no allocation stack"; exit 1; } ;;
   *) echo "unknown test $test"; exit 2 ;;
 esac
