@@ -101,9 +101,10 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
 void spry_free_slow(spry_page_t *page, void *p) {
     uintptr_t key = spry_key_get(page);
     uintptr_t mine = key ^ spry_thread_key();     /* the flags when it is ours */
-    /* The owner's free into its full class page, the common slow free at
-     * large working sets: into the block cache. Not checked for a block
-     * start, like the fast path's frees (no room for the check there). */
+    /* The owner's free of a block above 1 KiB (CACHED) or into its full
+     * class page: into the block cache (which sends blocks of 1 KiB or less
+     * back to their pages). Not checked for a block start, like the fast
+     * path's frees. */
     if (spry_likely((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0)) {
         /* no TINY: blocks of 16 B or more, which carry the free marker */
         if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
