@@ -145,11 +145,7 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
         if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i)))
             return realloc_invalid(p);
         if (n <= 8) return p;
-        void *q = spry_malloc_inline(n);
-        if (!q) return NULL;
-        memcpy(q, p, 8);
-        spry_free_tiny(page, p);
-        return q;
+        return realloc_move(p, n, 8);
     }
     return realloc_slow(page, p, n);
 }

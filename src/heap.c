@@ -77,21 +77,15 @@ void *spry_heap_malloc_tiny(spry_heap_t *heap) {
     return heap_malloc_slow(heap, 8, 1);
 }
 
-/* Sizes above the direct table, or an empty page: after a class lookup,
- * the block cache first (above 1 KiB every block the owner frees goes
- * there, so its top is the block freed last, still in cache), then the same
- * pop as the fast path. (The empty heap's queues and caches are empty: a
- * new thread falls through.) */
+/* After the fast path and the block cache found nothing: the same pop as
+ * the fast path on the class's page, or for a large block the hot cache's
+ * span of its size (freed last), else the slow path. (The empty heap's
+ * queues and caches are empty: a new thread falls through.) */
 static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *heap) {
     if (spry_likely(n <= SPRY_PAGED_MAX)) {
-        unsigned c = spry_class_of(n);
-        void *b = spry_bcache_pop(heap, c);
-        if (b) return b;
-        spry_page_t *page = heap->queues[c].first;
+        spry_page_t *page = heap->queues[spry_class_of(n)].first;
         if (spry_likely(page && page->free)) return spry_page_pop(page);
     } else if (n <= SPRY_LARGE_MAX) {
-        /* the same span size freed last, from the hot cache (the empty
-         * heap's is empty) */
         void *p = spry_large_alloc_hot(heap, n);
         if (spry_likely(p != NULL)) return p;
     }
@@ -100,7 +94,9 @@ static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *
 
 /* The two common cases first, before the frame the others need is set
  * up: 8-byte blocks, and the block cache's top for sizes between the direct
- * table and the large blocks (about 20 instructions fewer a malloc). */
+ * table and the large blocks (above 1 KiB every block the owner frees goes
+ * there, so its top is the block freed last, still in cache; about 20
+ * instructions fewer a malloc). Smaller classes are never cached. */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
     if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX)) {
