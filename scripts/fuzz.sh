@@ -45,6 +45,12 @@ echo "fuzz: first seed $seed, $secs s per run; logs in $logs/ (FUZZ_SEED=$seed r
 
 summary=()
 failed=0
+# failed_run WHAT LOG TAIL_LINES: counts a failed run and shows its log's end
+failed_run() {
+  failed=$((failed + 1))
+  summary+=("FAIL  $1")
+  echo "---- $2 (tail)"; tail -n "$3" "$2"; echo "----"
+}
 i=0
 for r in "${runs[@]}"; do
   read -r prog threads life envv <<<"$r"
@@ -59,9 +65,7 @@ for r in "${runs[@]}"; do
     result=$(sed -n 's/.* \([0-9]*\) thread lives, \([0-9]*\) steps in \([0-9.]*\) s.*/\2 steps, \1 thread lives, \3 s/p' "$log")
     summary+=("ok    $what: $result")
   else
-    failed=$((failed + 1))
-    summary+=("FAIL  $what: see $log")
-    echo "---- $log (tail)"; tail -n 12 "$log"; echo "----"
+    failed_run "$what: see $log" "$log" 12
   fi
 done
 
@@ -85,9 +89,7 @@ if command -v clang >/dev/null 2>&1; then
       result=$(sed -n 's/^#\([0-9]*\)[[:space:]]*DONE[[:space:]]*cov: \([0-9]*\).*corp: \([0-9]*\).*/\1 inputs, coverage \2, corpus \3/p' "$flog" | tail -n 1)
       summary+=("ok    fuzz_libfuzzer -seed=$seed: $result")
     else
-      failed=$((failed + 1))
-      summary+=("FAIL  fuzz_libfuzzer -seed=$seed: see $flog (the input is $logs/crash-*)")
-      echo "---- $flog (tail)"; tail -n 20 "$flog"; echo "----"
+      failed_run "fuzz_libfuzzer -seed=$seed: see $flog (the input is $logs/crash-*)" "$flog" 20
     fi
   else
     summary+=("skip  fuzz_libfuzzer: clang cannot build it (see $flog)")
