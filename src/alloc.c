@@ -99,12 +99,10 @@ static void *realloc_slow(spry_page_t *page, void *p, size_t n) {
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
     size_t old = page->block_size;
     if (page->kind == SPRY_PAGE_HUGE) {
-        /* Huge blocks grow into the rest of their run and shrink in place
-         * (the tail is purged); only a fall below huge sizes moves. */
-        if (n > SPRY_LARGE_MAX && spry_huge_resize(spry_segment_of(page), n)) {
-            page->block_size = spry_good_size_of(n);
-            return p;
-        }
+        /* Huge blocks grow into the free memory after them and shrink in
+         * place; only a fall below huge sizes, or a growth that finds no
+         * room, moves. */
+        if (n > SPRY_LARGE_MAX && spry_huge_resize(page, n)) return p;
     } else if (n <= old && n > old / 2) {
         return p;      /* fits, and not so much smaller that memory is wasted */
     } else if (page->kind == SPRY_PAGE_LARGE && n > SPRY_PAGED_MAX && n <= SPRY_LARGE_MAX &&

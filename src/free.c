@@ -15,6 +15,7 @@
 #include "purge.h"
 #include "block_cache.h"
 #include "large.h"
+#include "huge.h"
 
 void spry_free_double(void *p) {
     spry_report_error("free", "double free", p);
@@ -127,7 +128,13 @@ void spry_free_slow(spry_page_t *page, void *p) {
 
 void spry_free_special(void *p) {
     if (!p) return;
-    if (spry_chunk_kind(p) == SPRY_CHUNK_ALIGNED) {
+    unsigned k = spry_chunk_kind(p);
+    if (k >= SPRY_CHUNK_AREA) {
+        spry_huge_area_free(p);
+        spry_purge_start_point();
+        return;
+    }
+    if (k == SPRY_CHUNK_ALIGNED) {
         spry_segment_t *seg = spry_aligned_huge_segment(p);
         if (seg->pages[1].start == p) { spry_huge_free(seg); spry_purge_start_point(); return; }
         spry_report_error("free", "invalid pointer", p);

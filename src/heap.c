@@ -8,6 +8,7 @@
 #include "heap.h"
 #include "page.h"
 #include "segment.h"
+#include "huge.h"
 #include "sizeclass.h"
 #include "arena.h"
 #include "purge.h"

@@ -4,7 +4,7 @@
 #include "heap.h"
 #include "arena.h"
 #include "purge.h"
-#include "segment.h"
+#include "huge.h"
 #include "stats.h"
 #include "types.h"
 #include "os.h"
@@ -18,21 +18,21 @@ int spry_cpus = 1;
 
 /* Fork from a multi-threaded parent: every spry lock is taken before the
  * fork and released on both sides, so the child never inherits a lock held
- * by a thread that does not exist there. Order: purge pass, heaps, arena, huge blocks.
+ * by a thread that does not exist there. Order: purge pass, heaps, huge blocks, arena.
  * From the moment all are held until the parent or child handler runs, the
  * forking thread may still allocate (atfork handlers registered before
  * spry's run then): see spry_fork_owner in lock.h. */
 static void fork_prepare(void) {
     spry_purge_fork_prepare();
     spry_heaps_fork_prepare();
-    spry_arena_fork_prepare();
     spry_huge_fork_prepare();
+    spry_arena_fork_prepare();
     atomic_store_explicit(&spry_fork_owner, (uintptr_t)__builtin_thread_pointer(), memory_order_relaxed);
 }
 static void fork_parent(void) {
     atomic_store_explicit(&spry_fork_owner, 0, memory_order_relaxed);
-    spry_huge_fork_parent();
     spry_arena_fork_parent();
+    spry_huge_fork_parent();
     spry_heaps_fork_parent();
     spry_purge_fork_parent();
 }

@@ -39,6 +39,7 @@
 #include "purge.h"
 #include "heap.h"
 #include "arena.h"
+#include "huge.h"
 #include "options.h"
 #include "os.h"
 #include "stats.h"
@@ -64,6 +65,7 @@ static bool purge_pass(bool force) {
     spry_lock(&pass_lock);
     spry_stat_sample_peak();
     bool waiting = spry_heaps_purge(force);
+    if (spry_huge_purge(force)) waiting = true;
     if (spry_arena_purge(force)) waiting = true;
     spry_unlock(&pass_lock);
     return waiting;

@@ -1,4 +1,4 @@
-/* Segments: the spans of slices a heap carves pages from, and huge blocks.
+/* Segments: the spans of slices a heap carves pages from.
  * Span functions take heap->lock themselves; the caller must not hold it. */
 #ifndef SPRY_SEGMENT_H
 #define SPRY_SEGMENT_H
@@ -29,20 +29,6 @@ void spry_heap_trim_urgent(spry_heap_t *heap);
  * force) and returns segments that stayed entirely free to the arena. Returns
  * true while free dirty memory is left waiting. */
 bool spry_heap_purge_spans(spry_heap_t *heap, bool force);
-
-/* A huge block of `size` bytes aligned to `align` (power of two, 0 = none).
- * Returns the block; its page is spry_huge_page_of(). NULL + ENOMEM. */
-void *spry_huge_alloc(size_t size, size_t align, bool zero);
-void  spry_huge_free(spry_segment_t *seg);
-/* Grows or shrinks a huge block in place when its run allows; true on success. */
-bool  spry_huge_resize(spry_segment_t *seg, size_t size);
-/* Copies up to `max` live huge blocks (start, usable size) whose start is
- * above `after`, lowest first; returns how many. Takes the huge-block lock;
- * a block freed right after may still be listed. */
-size_t spry_huge_blocks_after(uintptr_t after, void **blocks, size_t *sizes, size_t max);
-void  spry_huge_fork_prepare(void);
-void  spry_huge_fork_parent(void);
-void  spry_huge_fork_child(void);
 
 /* The page whose span starts at slice i of a normal segment, or NULL when
  * the slice is free or inside another span. For walks over a heap's pages

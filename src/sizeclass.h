@@ -40,8 +40,8 @@ static inline unsigned spry_class_slices(unsigned c) {
 /* What a request of n bytes really gets (n <= SPRY_ALLOC_MAX). */
 static inline size_t spry_good_size_of(size_t n) {
     if (n <= SPRY_CLASS_MAX) return spry_class_size(spry_class_of(n));
-    if (n <= SPRY_LARGE_MAX) return (n + SPRY_SLICE_SIZE - 1) & ~(SPRY_SLICE_SIZE - 1);
-    return (n + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1);
+    /* beyond: whole 64 KiB slices (large spans) or granules (huge blocks) */
+    return (n + SPRY_SLICE_SIZE - 1) & ~(SPRY_SLICE_SIZE - 1);
 }
 
 #endif

@@ -6,6 +6,8 @@
  *   segment  4 MiB aligned, carved from an arena. A "normal" segment is one
  *            4 MiB chunk cut in 64 slices of 64 KiB; slice 0 holds this header.
  *            A "huge" segment is a run of chunks holding one block.
+ *   area     256 MiB carved from an arena, shared by huge blocks of up to
+ *            64 MiB at 64 KiB granularity (huge.c).
  *   page     a run of slices holding blocks of one size class (or one large
  *            block). Its descriptor lives in the segment header, at the index
  *            of its first slice.
@@ -62,6 +64,8 @@
 #define SPRY_CHUNK_ALIGNED   2   /* a >= 4 MiB aligned huge block starts here;
                                     its segment header is one chunk below     */
 #define SPRY_CHUNK_INTERIOR  3   /* inside a huge block, not where it starts  */
+#define SPRY_CHUNK_AREA      4   /* and above: a chunk of huge area number
+                                    (value - SPRY_CHUNK_AREA); huge.c      */
 #define SPRY_CHUNK_MAP_SIZE  ((size_t)1 << (47 - SPRY_SEGMENT_SHIFT))
 extern uint8_t spry_chunk_map[SPRY_CHUNK_MAP_SIZE];
 

@@ -28,6 +28,7 @@
 #include "page.h"
 #include "remote.h"
 #include "segment.h"
+#include "huge.h"
 
 #define WALK_BATCH 128
 
