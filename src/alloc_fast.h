@@ -10,7 +10,8 @@
  *        ├── the marker was already set ──> spry_free_double (free.c)
  *        ├── used reached 0 ──> spry_page_empty (queue.c)
  *        ├── its own page of 8-byte blocks ──> spry_free_tiny (free.c)
- *        ├── other owner / full page / cached class / large / huge ──> spry_free_slow
+ *        ├── its own full page, or blocks above 1 KiB ──> spry_free_cached
+ *        ├── other owner / large / huge ──> spry_free_slow
  *        └── NULL, foreign, >= 4 MiB-aligned huge ──> spry_free_special
  *
  * No lock, no atomic read-modify-write, no syscall on either fast path. */
@@ -27,6 +28,9 @@ void spry_free_double(void *p);
 /* The owner frees an 8-byte block of a page that is not full (key TINY, not
  * FULL); the pointer is checked. */
 void spry_free_tiny(spry_page_t *page, void *p);
+/* The owner frees a block of a page keyed CACHED or FULL (not TINY): into
+ * the block cache. */
+void spry_free_cached(spry_page_t *page, void *p);
 
 static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
     spry_heap_t *heap = spry_tls_heap;
@@ -58,6 +62,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */
     if (spry_unlikely(mine != 0)) {
         if (mine == SPRY_KEY_TINY) spry_free_tiny(page, p);
+        else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached(page, p);
         else spry_free_slow(page, p);
         return;
     }

@@ -99,20 +99,21 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
     spry_report_error("free", "invalid pointer", p);
 }
 
+/* The owner's free of a block above 1 KiB (CACHED) or into its full class
+ * page: into the block cache (which sends blocks of 1 KiB or less back to
+ * their pages). Not checked for a block start, like the fast path's frees.
+ * Apart from spry_free_slow, with no frame: 4,000-byte pairs took 98
+ * instructions through it, tcmalloc's 78. */
+void spry_free_cached(spry_page_t *page, void *p) {
+    /* no TINY: blocks of 16 B or more, which carry the free marker */
+    if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
+    spry_block_mark_free(p, page);
+    spry_bcache_push(spry_tls_heap, page, p);
+}
+
 void spry_free_slow(spry_page_t *page, void *p) {
     uintptr_t key = spry_key_get(page);
     uintptr_t mine = key ^ spry_thread_key();     /* the flags when it is ours */
-    /* The owner's free of a block above 1 KiB (CACHED) or into its full
-     * class page: into the block cache (which sends blocks of 1 KiB or less
-     * back to their pages). Not checked for a block start, like the fast
-     * path's frees. */
-    if (spry_likely((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0)) {
-        /* no TINY: blocks of 16 B or more, which carry the free marker */
-        if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
-        spry_block_mark_free(p, page);
-        spry_bcache_push(spry_tls_heap, page, p);
-        return;
-    }
     /* The owner's large block (one per span, key SLOW): its start, not
      * freed yet, straight into the hot cache when it has room, without the
      * general path's page release (a churn of 128-256 KiB blocks spent 110

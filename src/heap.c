@@ -101,7 +101,7 @@ static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
     if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX)) {
-        void *b = spry_bcache_pop(heap, spry_class_of(n));
+        void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
         if (spry_likely(b != NULL)) return b;
     }
     return heap_malloc_sized(n, heap);
