@@ -11,21 +11,6 @@
  * heaps beyond one per CPU); thread exit, spry_trim and malloc_trim give them
  * back to the segments. */
 #define HOT_BYTES    ((size_t)4 << 20)
-#define HOT_PER_SLOT 16
-
-bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
-    unsigned s = page->slice_count;
-    size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
-    if (heap->hot_count[s] >= HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
-        return false;
-    page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
-    spry_key_set(page, 0);
-    page->next = heap->hot[s];
-    heap->hot[s] = page;
-    heap->hot_count[s]++;
-    heap->hot_bytes += bytes;
-    return true;
-}
 
 /* The hot span of s slices freed last whose block is aligned to `align`
  * (1: any); an aligned request passes over the others. */
@@ -53,27 +38,13 @@ void spry_large_hot_flush(spry_heap_t *heap) {
  * usable size rounded to the size class (the span's tail beyond it is never
  * touched, so never resident). Spans are taken hot-first (spry_span_alloc),
  * so a churn of such blocks keeps reusing the same resident memory. */
-/* The block of a large page: a page from the hot cache was a large page
- * before, so only what differs between two blocks is set here. */
-static inline void *large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
-    page->kind = SPRY_PAGE_LARGE;
-    page->block_size = usable;
-    page->used = 1;
-    page->free = page->local_free = NULL;        /* the last block's free */
-    /* a large block's remote free must reach the owner at once */
-    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
-    spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
-    spry_block_mark_live(page->start);
-    return page->start;
-}
-
 void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     size_t usable = spry_good_size_of(n);
     unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
     /* a hot span one slice longer does too: its tail stays untouched */
     spry_page_t *page = hot_pop(heap, slices, align);
     if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1, align);
-    if (page) return large_reuse(heap, page, usable);
+    if (page) return spry_large_reuse(heap, page, usable);
     /* spans start on 64 KiB slices: a larger alignment is a slice multiple */
     unsigned step = align > SPRY_SLICE_SIZE ? (unsigned)(align >> SPRY_SLICE_SHIFT) : 1;
     page = spry_span_alloc(heap, slices, step);
@@ -83,14 +54,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     page->reserved = 1;
     spry_page_capacity_set(page, 1);
     page->next = page->prev = NULL;
-    return large_reuse(heap, page, usable);
-}
-
-void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
-    size_t usable = spry_good_size_of(n);
-    unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
-    spry_page_t *page = hot_pop(heap, slices, 1);
-    return page ? large_reuse(heap, page, usable) : NULL;
+    return spry_large_reuse(heap, page, usable);
 }
 
 void spry_large_refresh_limit(spry_heap_t *heap) {

@@ -6,16 +6,61 @@
 #define SPRY_LARGE_H
 
 #include "types.h"
+#include "sizeclass.h"
 
 /* A large block of n bytes (n <= SPRY_LARGE_MAX) aligned to `align` (a
  * power of two up to SPRY_LARGE_MAX; 1 when the 64 KiB of every span is
  * enough): hot cache first, then a span. NULL when out of memory. */
 void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align);
-/* The hot cache's block of n's span size, or NULL (no lock, no search). */
-void *spry_large_alloc_hot(spry_heap_t *heap, size_t n);
+/* The block of a large page: a page from the hot cache was a large page
+ * before, so only what differs between two blocks is set here. */
+static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
+    page->kind = SPRY_PAGE_LARGE;
+    page->block_size = usable;
+    page->used = 1;
+    page->free = page->local_free = NULL;        /* the last block's free */
+    /* a large block's remote free must reach the owner at once */
+    atomic_store_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
+    spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
+    spry_block_mark_live(page->start);
+    return page->start;
+}
+
+/* The hot cache's block of n's span size, or NULL (no lock, no search).
+ * Inline in the malloc path, which then needs no frame before its slow
+ * path. */
+static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
+    size_t usable = spry_large_size_of(n);
+    unsigned s = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
+    /* hot_pop for any alignment, inline: the span freed last */
+    spry_page_t *page = heap->hot[s];
+    if (!page) return NULL;
+    heap->hot[s] = page->next;
+    heap->hot_count[s]--;
+    heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
+    page->next = NULL;
+    page->is_zero = 0;
+    return spry_large_reuse(heap, page, usable);
+}
+
 /* Keeps an emptied large page in the hot cache; false when the cache is full
- * (the caller frees the span). */
-bool  spry_large_hot_push(spry_heap_t *heap, spry_page_t *page);
+ * (the caller frees the span). Inline: the owner's free of a large block
+ * goes nowhere else. */
+#define SPRY_HOT_PER_SLOT 16
+static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
+    unsigned s = page->slice_count;
+    size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
+    if (heap->hot_count[s] >= SPRY_HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
+        return false;
+    page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
+    spry_key_set(page, 0);
+    page->next = heap->hot[s];
+    heap->hot[s] = page;
+    heap->hot_count[s]++;
+    heap->hot_bytes += bytes;
+    return true;
+}
+
 /* Gives every hot span back to its segment. */
 void  spry_large_hot_flush(spry_heap_t *heap);
 /* Recomputes how much the hot cache may hold (live heaps may have changed). */

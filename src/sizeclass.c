@@ -1,4 +1,4 @@
-/* The class table for 1 KiB < n <= 128 KiB; see sizeclass.h. */
+/* The tables of sizeclass.h, built by the compiler. */
 #include "sizeclass.h"
 
 /* Entry i: the class of every n with (n - 1) >> 7 == i, i.e. of (i + 1) * 128
@@ -21,4 +21,23 @@
 const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
     [0 ... 7] = 0,                                  /* n <= 1 KiB: unused */
     M8(8) M16(16) M32(32) M64(64) M128(128) M256(256) M512(512)
+};
+
+/* Entry i: good size of (i + 1) * 16 KiB in 16 KiB units, for 128 KiB < n
+ * <= 2 MiB: the class (8 steps per doubling) up to 512 KiB, whole 64 KiB
+ * slices above. */
+#define LARGE_UNITS(n) ((uint8_t)(((n) <= SPRY_CLASS_MAX                                   \
+    ? ((size_t)(((n) - 1) >> (MID_LOG(n) - 3u)) + 1) << (MID_LOG(n) - 3u)                 \
+    : ((n) + SPRY_SLICE_SIZE - 1) & ~(SPRY_SLICE_SIZE - 1)) >> 14))
+#define L1(i)   LARGE_UNITS(((size_t)(i) + 1) << 14),
+#define L2(i)   L1(i) L1((i) + 1)
+#define L4(i)   L2(i) L2((i) + 2)
+#define L8(i)   L4(i) L4((i) + 4)
+#define L16(i)  L8(i) L8((i) + 8)
+#define L32(i)  L16(i) L16((i) + 16)
+#define L64(i)  L32(i) L32((i) + 32)
+
+const uint8_t spry_large_units[SPRY_LARGE_MAX >> 14] = {
+    [0 ... 7] = 0,                                  /* n <= 128 KiB: unused */
+    L8(8) L16(16) L32(32) L64(64)
 };

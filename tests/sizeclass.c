@@ -62,8 +62,10 @@ int main(void)
         prev = g;
     }
     /* what malloc really gives, for every size up to 64 KiB and a sample
-     * above */
-    for (size_t n = 1; n <= LIMIT; n += (n < 65536 ? 1 : 61)) {
+     * above, past the large blocks' 2 MiB (a block freed and one of the next
+     * size taken goes through the block cache or the hot large spans, whose
+     * sizes come from tables) */
+    for (size_t n = 1; n <= 2 * LIMIT + 65536; n += (n < 65536 ? 1 : n < LIMIT ? 61 : 1021)) {
         void *p = spry_malloc(opaque(n));
         CHECKF(p != NULL, "spry_malloc(%zu) failed, errno %d", n, errno);
         CHECKF(spry_usable_size(p) == spry_good_size(n),
