@@ -55,6 +55,11 @@ typedef struct spry_area {
 } spry_area_t;
 
 static spry_lock_t area_lock = SPRY_LOCK_INIT;
+/* Held by whoever purges areas (a pass, or a free over budget), taken
+ * before area_lock: granules being purged are out of the bitmaps while
+ * area_lock is dropped, and fork takes this lock first, so a child never
+ * inherits granules no thread will give back. */
+static spry_lock_t area_purge_lock = SPRY_LOCK_INIT;
 /* Slots are written under area_lock; a free reads its block's slot without
  * it (the slot cannot change while the block is live). */
 static spry_area_t *_Atomic areas[AREA_SLOTS];
@@ -132,21 +137,28 @@ static inline size_t granule_of(const spry_area_t *a, const void *p) {
 /* A new area in a free slot (area_lock held); NULL when out of memory or
  * of slots. */
 static spry_area_t *area_create(void) {
+    /* After a failure (an address-space limit) the next requests go to
+     * huge segments without trying again: three reservations fail each time. */
+    static unsigned skip;
+    if (skip) { skip--; return NULL; }
     unsigned slot;
     spry_area_t *a = NULL;
     for (slot = 0; slot < area_slots_used; slot++) {
         a = atomic_load_explicit(&areas[slot], memory_order_relaxed);
         if (!a->base) break;
     }
+    if (slot == AREA_SLOTS) return NULL;
+    /* the run first: metadata is never given back, so it is taken only
+     * when the area will exist (review: a failed run leaked 512 KiB of
+     * descriptors per huge malloc under RLIMIT_AS) */
+    spry_run_t run;
+    if (!spry_arena_alloc(AREA_CHUNKS, 0, 0, &run)) { skip = 64; return NULL; }
     if (slot == area_slots_used) {
-        if (slot == AREA_SLOTS) return NULL;
         /* descriptors are 128-byte aligned; metadata comes 64-aligned */
         uint8_t *raw = spry_meta_alloc(sizeof(spry_area_t) + 64);
-        if (!raw) return NULL;
+        if (!raw) { spry_arena_free(&run, !run.clean); skip = 64; return NULL; }
         a = (spry_area_t *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
     }
-    spry_run_t run;
-    if (!spry_arena_alloc(AREA_CHUNKS, 0, 0, &run)) return NULL;
     a->base = run.base;
     a->run = run;
     memset(a->free, 0xff, sizeof a->free);
@@ -239,7 +251,8 @@ static void area_purge_run(spry_area_t *a, size_t at, size_t n) {
 }
 
 /* Purges runs of kind `which` (RUN_AGED or RUN_DIRTY) of every area until
- * no more than `target` free resident bytes are left (area_lock held). */
+ * no more than `target` free resident bytes are left (area_purge_lock and
+ * area_lock held). */
 static void areas_purge_locked(int which, size_t target) {
     for (unsigned s = 0; s < area_slots_used && area_free_dirty > target; s++) {
         spry_area_t *a = atomic_load_explicit(&areas[s], memory_order_relaxed);
@@ -262,6 +275,26 @@ static void areas_purge_locked(int which, size_t target) {
 
 static size_t area_budget(void) {
     return 2 * area_in_use_peak > AREA_DIRTY_FLOOR ? 2 * area_in_use_peak : AREA_DIRTY_FLOOR;
+}
+
+/* Whether free resident memory passed the budget (area_lock held). */
+static bool areas_over_budget(void) {
+    return area_free_dirty > area_budget();
+}
+
+/* Called with no lock once areas_over_budget() said so: down to half the
+ * budget, oldest first, if still over it. */
+static void areas_trim_over_budget(void) {
+    spry_lock(&area_purge_lock);
+    spry_lock(&area_lock);
+    size_t budget = area_budget();
+    if (area_free_dirty > budget) {
+        spry_stat_add(&spry_stat.budget_purges, 1);
+        areas_purge_locked(RUN_AGED, budget / 2);
+        areas_purge_locked(RUN_DIRTY, budget / 2);
+    }
+    spry_unlock(&area_lock);
+    spry_unlock(&area_purge_lock);
 }
 
 static void *area_alloc(size_t size, bool zero) {
@@ -308,13 +341,9 @@ void spry_huge_area_free(void *p) {
     page->kind = SPRY_PAGE_FREE;                   /* start stays: double frees */
     area_give(a, granule_of(a, p), n);
     area_in_use -= n << GRAN_SHIFT;
-    size_t budget = area_budget();
-    if (area_free_dirty > budget) {
-        spry_stat_add(&spry_stat.budget_purges, 1);
-        areas_purge_locked(RUN_AGED, budget / 2);
-        areas_purge_locked(RUN_DIRTY, budget / 2);
-    }
+    bool over = areas_over_budget();
     spry_unlock(&area_lock);
+    if (over) areas_trim_over_budget();
     spry_stat_sub(&spry_stat.huge_in_use, n << GRAN_SHIFT);
     spry_stat_in_use_sub(n << GRAN_SHIFT);
     spry_purge_notify();
@@ -352,8 +381,12 @@ static bool area_resize(spry_page_t *page, size_t size) {
         spry_stat_in_use_sub((have - n) << GRAN_SHIFT);
     }
     page->block_size = n << GRAN_SHIFT;
+    bool over = areas_over_budget();
     spry_unlock(&area_lock);
-    if (n < have) spry_purge_notify();
+    if (n < have) {
+        if (over) areas_trim_over_budget();
+        spry_purge_notify();
+    }
     return true;
 }
 
@@ -361,6 +394,7 @@ static bool area_resize(spry_page_t *page, size_t size) {
  * purged) for a whole pass. */
 static bool areas_purge_pass(bool force) {
     bool waiting = false;
+    spry_lock(&area_purge_lock);
     spry_lock(&area_lock);
     /* the peak decays by half a pass: a burst's memory is not kept long */
     area_in_use_peak = area_in_use > area_in_use_peak / 2 ? area_in_use : area_in_use_peak / 2;
@@ -381,6 +415,7 @@ static bool areas_purge_pass(bool force) {
         if (empty) waiting = true;
     }
     spry_unlock(&area_lock);
+    spry_unlock(&area_purge_lock);
     return waiting;
 }
 
@@ -521,9 +556,11 @@ void spry_huge_free(spry_segment_t *seg) {
 
 void *spry_huge_alloc(size_t size, size_t align, bool zero) {
     if (size <= SPRY_AREA_BLOCK_MAX && align <= GRAN_SIZE) {
+        int saved = errno;
         void *p = area_alloc(size ? size : 1, zero);
         if (p) return p;
         /* out of area slots, or of memory: a segment may still fit */
+        errno = saved;
     }
     return segment_alloc(size, align, zero);
 }
@@ -569,11 +606,20 @@ size_t spry_huge_blocks_after(uintptr_t after, void **blocks, size_t *sizes, siz
     return n;
 }
 
-/* The area lock first: it is held while areas take runs from the arena,
- * whose lock fork takes after this. */
-void spry_huge_fork_prepare(void) { spry_lock(&area_lock); spry_lock(&huge_lock); }
-void spry_huge_fork_parent(void)  { spry_unlock(&huge_lock); spry_unlock(&area_lock); }
+/* The purge lock, then the area lock: it is held while areas take runs from
+ * the arena, whose lock fork takes after this. */
+void spry_huge_fork_prepare(void) {
+    spry_lock(&area_purge_lock);
+    spry_lock(&area_lock);
+    spry_lock(&huge_lock);
+}
+void spry_huge_fork_parent(void) {
+    spry_unlock(&huge_lock);
+    spry_unlock(&area_lock);
+    spry_unlock(&area_purge_lock);
+}
 void spry_huge_fork_child(void) {
     spry_lock_init(&huge_lock);
     spry_lock_init(&area_lock);
+    spry_lock_init(&area_purge_lock);
 }
