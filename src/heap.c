@@ -31,6 +31,10 @@ __thread spry_heap_t *spry_tls_heap __attribute__((tls_model("initial-exec"))) =
 static spry_lock_t heaps_lock = SPRY_LOCK_INIT;
 static spry_heap_t *heaps_all;       /* every heap ever made (never freed) */
 static spry_heap_t *heaps_dormant;   /* heaps of exited threads            */
+/* 1 while a purge pass holds the dormant heaps detached (it collects what
+ * other threads freed into them): a new thread waits for them rather than
+ * make another heap (the fuzzer saw 41 heaps for 16 thread slots). */
+static _Atomic(int) heaps_collecting;
 static pthread_key_t heap_key;
 /* Set when glibc ran this thread's heap destructor (heap_thread_exit):
  * a malloc after that, from a later destructor, must not leave a heap keyed
@@ -187,6 +191,11 @@ static spry_heap_t *heap_take(void) {
     spry_init();
     spry_heap_t *heap;
     spry_lock(&heaps_lock);
+    while (!heaps_dormant && atomic_load_explicit(&heaps_collecting, memory_order_acquire)) {
+        spry_unlock(&heaps_lock);
+        spry_os_wait(&heaps_collecting, 1, 10);
+        spry_lock(&heaps_lock);
+    }
     heap = heaps_dormant;
     if (heap) {
         heaps_dormant = heap->dormant_next;
@@ -265,6 +274,7 @@ bool spry_heaps_purge(bool force) {
     spry_lock(&heaps_lock);
     spry_heap_t *dormant = heaps_dormant;
     heaps_dormant = NULL;
+    if (dormant) atomic_store_explicit(&heaps_collecting, 1, memory_order_relaxed);
     spry_unlock(&heaps_lock);
     spry_heap_t *last = NULL;
     for (spry_heap_t *h = dormant; h; h = h->dormant_next) {
@@ -275,7 +285,9 @@ bool spry_heaps_purge(bool force) {
         spry_lock(&heaps_lock);
         last->dormant_next = heaps_dormant;
         heaps_dormant = dormant;
+        atomic_store_explicit(&heaps_collecting, 0, memory_order_release);
         spry_unlock(&heaps_lock);
+        spry_os_wake_all(&heaps_collecting);
     }
     spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
@@ -317,6 +329,7 @@ void spry_heaps_fork_parent(void) {
  * asks again). */
 void spry_heaps_fork_child(void) {
     spry_lock_init(&heaps_lock);
+    atomic_store_explicit(&heaps_collecting, 0, memory_order_relaxed);
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
         atomic_store_explicit(&h->purge_urgent, 0, memory_order_relaxed);

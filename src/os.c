@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,6 +119,10 @@ void spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms) {
 
 void spry_os_wake(_Atomic(int) *addr) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void spry_os_wake_all(_Atomic(int) *addr) {
+    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 bool spry_os_readable(void *dst, const void *p, size_t n) {

@@ -34,9 +34,10 @@ void     spry_os_close(int fd);
  * cpu.max quota. */
 int      spry_os_cpu_count(void);
 /* Sleep on *addr while it equals `expected`, at most timeout_ms (<0: no
- * limit). Wake one sleeper. */
+ * limit). Wake one sleeper, or all of them. */
 void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
 void     spry_os_wake(_Atomic(int) *addr);
+void     spry_os_wake_all(_Atomic(int) *addr);
 /* Copies [p, p+n) (n <= 16 KiB) to dst if it can be read without a fault;
  * false otherwise. System calls (process_vm_readv, or mincore where a
  * sandbox refuses that): for rare paths only. */
