@@ -220,7 +220,8 @@ typedef struct spry_heap {
     size_t bcache_limit;                /* refreshed on slow paths */
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (large.c). */
-    spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS];
+    spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS + 1]; /* the last always empty: the
+                                           inline pop may look one slot up */
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
