@@ -1,4 +1,4 @@
-/* realloc of large blocks (128 KiB - 2 MiB) and huge ones grows in place when
+/* realloc of large blocks (256 KiB - 2 MiB) and huge ones grows in place when
  * the memory after the block is free, and shrinks in place, keeping the
  * contents; a grow that cannot stay in place still keeps them. */
 #include "check.h"
@@ -17,20 +17,20 @@ static void check_fill(const unsigned char *p, size_t n, unsigned seed) {
 
 int main(void) {
     /* A fresh thread heap: the slices after the first large block are free. */
-    unsigned char *p = spry_malloc(200 * 1024);
+    unsigned char *p = spry_malloc(300 * 1024);
     CHECK(p != NULL);
-    fill(p, 200 * 1024, 7);
-    unsigned char *q = spry_realloc(p, 300 * 1024);
+    fill(p, 300 * 1024, 7);
+    unsigned char *q = spry_realloc(p, 450 * 1024);
     CHECK(q != NULL);
-    CHECKF(q == p, "200 KiB -> 300 KiB moved (%p -> %p) though the next slices were free",
+    CHECKF(q == p, "300 KiB -> 450 KiB moved (%p -> %p) though the next slices were free",
            (void *)p, (void *)q);
-    CHECK(spry_usable_size(q) >= 300 * 1024);
-    check_fill(q, 200 * 1024, 7);
-    fill(q, 300 * 1024, 9);
+    CHECK(spry_usable_size(q) >= 450 * 1024);
+    check_fill(q, 300 * 1024, 7);
+    fill(q, 450 * 1024, 9);
     /* grow again, up to the large limit */
     unsigned char *r = spry_realloc(q, 1500 * 1024);
     CHECK(r == q);
-    check_fill(r, 300 * 1024, 9);
+    check_fill(r, 450 * 1024, 9);
     /* shrink in place: the tail goes back, the pointer stays */
     unsigned char *s = spry_realloc(r, 600 * 1024);
     CHECK(s == r);
