@@ -338,7 +338,8 @@ static void expect_error(struct fz_thread *t, const void *p, int err, int want,
  * blocks), each also drawn one byte below. */
 static const size_t edge_sizes[] = {
     0, 1, 8, 9, 16, 17, 128, 129, 1024, 1025, 4096, 8192, 65536, 65537,
-    128 * KiB, 128 * KiB + 1, 512 * KiB, 512 * KiB + 1, 2 * MiB, 2 * MiB + 1,
+    128 * KiB, 128 * KiB + 1, 256 * KiB, 256 * KiB + 1, 512 * KiB, 512 * KiB + 1,
+    2 * MiB, 2 * MiB + 1,
     4 * MiB, 4 * MiB + 1};
 
 /* Mostly small, some medium and large, rarely huge; 5% at an edge. */
