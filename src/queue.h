@@ -29,6 +29,9 @@ static inline void *spry_page_pop(spry_page_t *page) {
 void *spry_class_alloc(spry_heap_t *heap, unsigned c);
 /* Makes the page the one its class queue pops from. */
 void  spry_queue_push_front(spry_heap_t *heap, spry_page_t *page);
+/* A page full until now: second in its queue while the head has free
+ * blocks, else first. */
+void  spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page);
 /* A page whose used count reached 0 (class or large) goes back to its
  * segment, or to the hot cache (large); one still in the inbox waits for the
  * drain. */

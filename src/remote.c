@@ -90,7 +90,7 @@ void spry_inbox_drain(spry_heap_t *heap) {
         if (spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS))) {
             if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
                 spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
-                spry_queue_push_front(heap, page);
+                spry_queue_push_back_in(heap, page);
             }
         }
         if (page->used == 0) spry_page_release(heap, page);
