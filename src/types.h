@@ -231,6 +231,7 @@ typedef struct spry_heap {
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
+    uint8_t limits_in;                  /* slow paths until the next refresh */
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
