@@ -17,11 +17,10 @@
 #define M128(i) M64(i) M64((i) + 64)
 #define M256(i) M128(i) M128((i) + 128)
 #define M512(i) M256(i) M256((i) + 256)
-#define M1024(i) M512(i) M512((i) + 512)
 
 const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
     [0 ... 7] = 0,                                  /* n <= 1 KiB: unused */
-    M8(8) M16(16) M32(32) M64(64) M128(128) M256(256) M512(512) M1024(1024)
+    M8(8) M16(16) M32(32) M64(64) M128(128) M256(256) M512(512)
 };
 
 /* Entry i: good size of (i + 1) * 16 KiB in 16 KiB units, for 128 KiB < n
@@ -39,6 +38,6 @@ const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
 #define L64(i)  L32(i) L32((i) + 32)
 
 const uint8_t spry_large_units[SPRY_LARGE_MAX >> 14] = {
-    [0 ... 7] = 0,                                  /* n <= 128 KiB: never asked */
+    [0 ... 7] = 0,                                  /* n <= 128 KiB: unused */
     L8(8) L16(16) L32(32) L64(64)
 };
