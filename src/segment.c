@@ -102,6 +102,13 @@ static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
 
 /* ---- span cache (heap lock) ------------------------------------------- */
 
+/* Slices after a span's first, back in the free mask: they stop naming its
+ * descriptor, which a later, shorter span at the same first slice reuses
+ * (a stale pointer into them would reach that page). heap->lock held. */
+static void slices_forget(spry_segment_t *seg, unsigned first, unsigned n) {
+    for (unsigned i = first + 1; i < first + n; i++) seg->slice_page[i] = &spry_empty_page;
+}
+
 static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
     page->next = heap->span_cache[page->slice_count];
     heap->span_cache[page->slice_count] = page;
@@ -122,6 +129,7 @@ static void cache_flush(spry_heap_t *heap, bool all) {
             spry_segment_t *seg = spry_segment_of(page);
             unsigned first = page_slice(page);
             seg->free_mask |= SLICE_BITS(first, s);
+            slices_forget(seg, first, s);
             heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
         }
     }
@@ -219,6 +227,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     } else {
         uint64_t tail = SLICE_BITS(first + need, have - need);
         seg->free_mask |= tail;
+        for (unsigned i = first + need; i < first + have; i++) seg->slice_page[i] = &spry_empty_page;
         spry_purge_notify();
         heap_count(&heap->span_in_use, 0, (size_t)(have - need) * SPRY_SLICE_SIZE);
         heap_count(&heap->span_dirty, (size_t)(have - need) * SPRY_SLICE_SIZE, 0);
@@ -317,7 +326,7 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     heap_count(&heap->span_dirty, bytes, 0);
     size_t budget = heap_budget(heap);
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
-    else seg->free_mask |= bits;
+    else { seg->free_mask |= bits; slices_forget(seg, first, page->slice_count); }
     bool over = atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget;
     /* Over budget: the purge thread does it at once, off this thread's
      * path (a mass free should not wait for madvise); without it, here. */
