@@ -14,7 +14,8 @@
  * thread leaves set until the owner collects the block, so the blocks on the
  * page's remote list and in every heap's outbox batch for the page are
  * taken out too. Large blocks carry the marker in their one block; huge
- * blocks are live while listed (segment.c).
+ * blocks are live while listed or while their area descriptor says so
+ * (huge.c).
  *
  * The owner-only fields read here (a page's start, block size, capacity;
  * outbox batches) and the blocks' markers are plain reads: exact while the
