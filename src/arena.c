@@ -7,6 +7,7 @@
 #include "lock.h"
 #include "options.h"
 #include "stats.h"
+#include "bitmap.h"
 #include <errno.h>
 #include <string.h>
 
@@ -50,21 +51,12 @@ void *spry_meta_alloc(size_t size) {
     return r;   /* fresh mappings are zero */
 }
 
-/* ---- bitmaps ----------------------------------------------------------- */
-
-static inline bool bit_get(const uint64_t *m, size_t i) { return (m[i >> 6] >> (i & 63)) & 1; }
-static inline void bit_set(uint64_t *m, size_t i)  { m[i >> 6] |= (uint64_t)1 << (i & 63); }
-static inline void bit_clr(uint64_t *m, size_t i)  { m[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
-
-static void bits_set(uint64_t *m, size_t from, size_t n) { for (size_t i = 0; i < n; i++) bit_set(m, from + i); }
-static void bits_clr(uint64_t *m, size_t from, size_t n) { for (size_t i = 0; i < n; i++) bit_clr(m, from + i); }
-
 /* First index i >= 0 where n chunks are free and base + i*4MiB + lead is
  * aligned to `align`; SIZE_MAX if none. */
 static size_t arena_find(spry_arena_t *a, size_t n, size_t align, size_t lead) {
     size_t run = 0;
     for (size_t i = 0; i < a->chunks; i++) {
-        if (bit_get(a->used, i)) { run = 0; continue; }
+        if (spry_bit_get(a->used, i)) { run = 0; continue; }
         run++;
         if (run >= n) {
             size_t start = i + 1 - n;
@@ -73,12 +65,6 @@ static size_t arena_find(spry_arena_t *a, size_t n, size_t align, size_t lead) {
         }
     }
     return SIZE_MAX;
-}
-
-static size_t arena_run_dirty(spry_arena_t *a, size_t start, size_t n) {
-    size_t d = 0;
-    for (size_t i = 0; i < n; i++) d += bit_get(a->dirty, start + i);
-    return d;
 }
 
 static spry_arena_t *arena_create(size_t min_chunks) {
@@ -148,11 +134,11 @@ bool spry_arena_alloc(size_t chunks, size_t align, size_t lead, spry_run_t *out)
         errno = ENOMEM;
         return false;
     }
-    size_t dirty = arena_run_dirty(a, at, chunks);
+    size_t dirty = spry_bits_count(a->dirty, at, chunks);
     out->clean = dirty == 0;
-    bits_set(a->used, at, chunks);
-    bits_set(a->dirty, at, chunks);
-    bits_clr(a->aging, at, chunks);
+    spry_bits_set(a->used, at, chunks);
+    spry_bits_set(a->dirty, at, chunks);
+    spry_bits_clr(a->aging, at, chunks);
     spry_unlock(&arena_lock);
     out->base = a->base + at * SPRY_SEGMENT_SIZE;
     out->chunks = chunks;
@@ -173,9 +159,9 @@ void spry_arena_free(const spry_run_t *run, bool dirty) {
         uint8_t *b = run->base;
         if (b < a->base || b >= a->base + a->chunks * SPRY_SEGMENT_SIZE) continue;
         size_t at = (size_t)(b - a->base) / SPRY_SEGMENT_SIZE;
-        bits_clr(a->used, at, run->chunks);
+        spry_bits_clr(a->used, at, run->chunks);
         if (dirty) spry_stat_dirty_add(bytes);
-        else bits_clr(a->dirty, at, run->chunks);
+        else spry_bits_clr(a->dirty, at, run->chunks);
         break;
     }
     spry_unlock(&arena_lock);
@@ -187,22 +173,22 @@ bool spry_arena_purge(bool force) {
     for (spry_arena_t *a = arena_list; a; a = a->next) {
         size_t i = 0;
         while (i < a->chunks) {
-            bool ripe = !bit_get(a->used, i) && bit_get(a->dirty, i) && (force || bit_get(a->aging, i));
+            bool ripe = !spry_bit_get(a->used, i) && spry_bit_get(a->dirty, i) && (force || spry_bit_get(a->aging, i));
             if (!ripe) { i++; continue; }
             size_t j = i;
-            while (j < a->chunks && !bit_get(a->used, j) && bit_get(a->dirty, j) &&
-                   (force || bit_get(a->aging, j))) j++;
+            while (j < a->chunks && !spry_bit_get(a->used, j) && spry_bit_get(a->dirty, j) &&
+                   (force || spry_bit_get(a->aging, j))) j++;
             size_t n = j - i;
-            bits_set(a->used, i, n);          /* hold them while unlocked */
+            spry_bits_set(a->used, i, n);          /* hold them while unlocked */
             spry_unlock(&arena_lock);
             spry_os_purge(a->base + i * SPRY_SEGMENT_SIZE, n * SPRY_SEGMENT_SIZE);
             spry_stat_add(&spry_stat.purged_total, n * SPRY_SEGMENT_SIZE);
             spry_stat_add(&spry_stat.purges, 1);
             spry_stat_dirty_sub(n * SPRY_SEGMENT_SIZE);
             spry_lock(&arena_lock);
-            bits_clr(a->used, i, n);
-            bits_clr(a->dirty, i, n);
-            bits_clr(a->aging, i, n);
+            spry_bits_clr(a->used, i, n);
+            spry_bits_clr(a->dirty, i, n);
+            spry_bits_clr(a->aging, i, n);
             i = j;
         }
         /* what is free and dirty now ripens by the next call */

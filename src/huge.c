@@ -31,6 +31,7 @@
 #include "sizeclass.h"
 #include "report.h"
 #include "segment.h"
+#include "bitmap.h"
 #include <errno.h>
 #include <string.h>
 
@@ -68,22 +69,6 @@ static size_t area_free_dirty;            /* free resident bytes (area_lock) */
 static size_t area_in_use;                /* bytes in area blocks (area_lock) */
 static size_t area_in_use_peak;           /* its recent peak, halved at each
                                              purge pass (area_lock)         */
-
-/* ---- bitmaps ------------------------------------------------------------ */
-
-static inline bool bit_get(const uint64_t *m, size_t i) { return (m[i >> 6] >> (i & 63)) & 1; }
-
-static void bits_set(uint64_t *m, size_t from, size_t n) {
-    for (size_t i = from; i < from + n; i++) m[i >> 6] |= (uint64_t)1 << (i & 63);
-}
-static void bits_clr(uint64_t *m, size_t from, size_t n) {
-    for (size_t i = from; i < from + n; i++) m[i >> 6] &= ~((uint64_t)1 << (i & 63));
-}
-static size_t bits_count(const uint64_t *m, size_t from, size_t n) {
-    size_t c = 0;
-    for (size_t i = from; i < from + n; i++) c += bit_get(m, i);
-    return c;
-}
 
 /* Which granules a run search looks for. */
 enum { RUN_FREE, RUN_DIRTY, RUN_AGED };   /* free; free+dirty; free+dirty+aging */
@@ -204,7 +189,7 @@ static spry_area_t *area_find(size_t n, size_t *at_out) {
     /* the block goes at the end of the run that holds more resident
      * granules: they cost no page fault */
     size_t tail = best_at + best_len - n;
-    if (bits_count(best->dirty, tail, n) > bits_count(best->dirty, best_at, n)) best_at = tail;
+    if (spry_bits_count(best->dirty, tail, n) > spry_bits_count(best->dirty, best_at, n)) best_at = tail;
     *at_out = best_at;
     return best;
 }
@@ -212,10 +197,10 @@ static spry_area_t *area_find(size_t n, size_t *at_out) {
 /* Takes granules [at, at + n) of `a` for a block (area_lock held); returns
  * whether any of them may be resident. */
 static bool area_take(spry_area_t *a, size_t at, size_t n) {
-    size_t dirty = bits_count(a->dirty, at, n);
-    bits_clr(a->free, at, n);
-    bits_clr(a->aging, at, n);
-    bits_set(a->dirty, at, n);
+    size_t dirty = spry_bits_count(a->dirty, at, n);
+    spry_bits_clr(a->free, at, n);
+    spry_bits_clr(a->aging, at, n);
+    spry_bits_set(a->dirty, at, n);
     a->free_granules -= n;
     a->empty_last_pass = false;
     area_free_dirty -= dirty * GRAN_SIZE;
@@ -225,7 +210,7 @@ static bool area_take(spry_area_t *a, size_t at, size_t n) {
 
 /* Gives granules [at, at + n) back, resident (area_lock held). */
 static void area_give(spry_area_t *a, size_t at, size_t n) {
-    bits_set(a->free, at, n);
+    spry_bits_set(a->free, at, n);
     a->free_granules += n;
     area_free_dirty += n * GRAN_SIZE;
     spry_stat_dirty_add(n * GRAN_SIZE);
@@ -235,7 +220,7 @@ static void area_give(spry_area_t *a, size_t at, size_t n) {
  * use for the while, so nobody takes them while area_lock is dropped
  * around the madvise (held on entry and on return). */
 static void area_purge_run(spry_area_t *a, size_t at, size_t n) {
-    bits_clr(a->free, at, n);
+    spry_bits_clr(a->free, at, n);
     a->free_granules -= n;
     spry_unlock(&area_lock);
     spry_os_purge(a->base + (at << GRAN_SHIFT), n << GRAN_SHIFT);
@@ -243,9 +228,9 @@ static void area_purge_run(spry_area_t *a, size_t at, size_t n) {
     spry_stat_add(&spry_stat.purges, 1);
     spry_stat_dirty_sub(n << GRAN_SHIFT);
     spry_lock(&area_lock);
-    bits_clr(a->dirty, at, n);
-    bits_clr(a->aging, at, n);
-    bits_set(a->free, at, n);
+    spry_bits_clr(a->dirty, at, n);
+    spry_bits_clr(a->aging, at, n);
+    spry_bits_set(a->free, at, n);
     a->free_granules += n;
     area_free_dirty -= n << GRAN_SHIFT;
 }
@@ -365,7 +350,7 @@ static bool area_resize(spry_page_t *page, size_t size) {
     if (!a) { spry_unlock(&area_lock); return false; }
     size_t at = granule_of(a, page->start);
     if (n > have) {
-        if (at + n > GRANULES || bits_count(a->free, at + have, n - have) != n - have) {
+        if (at + n > GRANULES || spry_bits_count(a->free, at + have, n - have) != n - have) {
             spry_unlock(&area_lock);
             return false;
         }
@@ -403,7 +388,7 @@ static bool areas_purge_pass(bool force) {
         spry_area_t *a = atomic_load_explicit(&areas[s], memory_order_relaxed);
         if (!a->base) continue;
         bool empty = a->free_granules == GRANULES;
-        if (empty && (force || a->empty_last_pass) && bits_count(a->dirty, 0, GRANULES) == 0) {
+        if (empty && (force || a->empty_last_pass) && spry_bits_count(a->dirty, 0, GRANULES) == 0) {
             area_return(a);
             continue;
         }
@@ -432,7 +417,7 @@ static size_t area_blocks_after(uintptr_t after, void **blocks, size_t *sizes, s
             size_t g = (uintptr_t)a->base > after ? 0 : ((after - (uintptr_t)a->base) >> GRAN_SHIFT);
             for (; g < GRANULES; g++) {
                 spry_page_t *page = &a->pages[g];
-                if (bit_get(a->free, g) || page->kind != SPRY_PAGE_HUGE) continue;
+                if (spry_bit_get(a->free, g) || page->kind != SPRY_PAGE_HUGE) continue;
                 if ((uintptr_t)page->start <= after) continue;
                 if (!low || page->start < low->start) low = page;
                 break;
