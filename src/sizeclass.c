@@ -1,26 +1,31 @@
-/* The tables of sizeclass.h, built by the compiler. */
+/* The tables of sizeclass.h, built by the compiler: REPn(E, i) lists E(i),
+ * E(i + 1), .., E(i + n - 1), each followed by a comma. */
 #include "sizeclass.h"
+
+#define REP1(E, i)   E(i),
+#define REP2(E, i)   REP1(E, i) REP1(E, (i) + 1)
+#define REP4(E, i)   REP2(E, i) REP2(E, (i) + 2)
+#define REP8(E, i)   REP4(E, i) REP4(E, (i) + 4)
+#define REP16(E, i)  REP8(E, i) REP8(E, (i) + 8)
+#define REP32(E, i)  REP16(E, i) REP16(E, (i) + 16)
+#define REP64(E, i)  REP32(E, i) REP32(E, (i) + 32)
+#define REP128(E, i) REP64(E, i) REP64(E, (i) + 64)
+#define REP256(E, i) REP128(E, i) REP128(E, (i) + 128)
+#define REP512(E, i) REP256(E, i) REP256(E, (i) + 256)
 
 /* Entry i: the class of every n with (n - 1) >> 7 == i, i.e. of (i + 1) * 128
  * (class sizes above 1 KiB are multiples of 128). __builtin_clzl of a
- * constant folds, so the table is built by the compiler. */
+ * constant folds; the formula is spry_class_of's, which tests/sizeclass.c
+ * checks against what malloc gives for every size. */
 #define MID_LOG(n)   (63u - (unsigned)__builtin_clzl((n) - 1))      /* k in spry_class_of */
 #define MID_CLASS(n) ((uint8_t)(9u + (MID_LOG(n) - 7u) * 8u + \
                                 ((unsigned)(((n) - 1) >> (MID_LOG(n) - 3u)) - 8u)))
-#define M1(i)   MID_CLASS(((size_t)(i) + 1) << 7),
-#define M2(i)   M1(i) M1((i) + 1)
-#define M4(i)   M2(i) M2((i) + 2)
-#define M8(i)   M4(i) M4((i) + 4)
-#define M16(i)  M8(i) M8((i) + 8)
-#define M32(i)  M16(i) M16((i) + 16)
-#define M64(i)  M32(i) M32((i) + 32)
-#define M128(i) M64(i) M64((i) + 64)
-#define M256(i) M128(i) M128((i) + 128)
-#define M512(i) M256(i) M256((i) + 256)
+#define MID_ENTRY(i) MID_CLASS(((size_t)(i) + 1) << 7)
 
 const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
     [0 ... 7] = 0,                                  /* n <= 1 KiB: unused */
-    M8(8) M16(16) M32(32) M64(64) M128(128) M256(256) M512(512)
+    REP8(MID_ENTRY, 8) REP16(MID_ENTRY, 16) REP32(MID_ENTRY, 32) REP64(MID_ENTRY, 64)
+    REP128(MID_ENTRY, 128) REP256(MID_ENTRY, 256) REP512(MID_ENTRY, 512)
 };
 
 /* Entry i: good size of (i + 1) * 16 KiB in 16 KiB units, for 128 KiB < n
@@ -29,15 +34,9 @@ const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
 #define LARGE_UNITS(n) ((uint8_t)(((n) <= SPRY_CLASS_MAX                                   \
     ? ((size_t)(((n) - 1) >> (MID_LOG(n) - 3u)) + 1) << (MID_LOG(n) - 3u)                 \
     : ((n) + SPRY_SLICE_SIZE - 1) & ~(SPRY_SLICE_SIZE - 1)) >> 14))
-#define L1(i)   LARGE_UNITS(((size_t)(i) + 1) << 14),
-#define L2(i)   L1(i) L1((i) + 1)
-#define L4(i)   L2(i) L2((i) + 2)
-#define L8(i)   L4(i) L4((i) + 4)
-#define L16(i)  L8(i) L8((i) + 8)
-#define L32(i)  L16(i) L16((i) + 16)
-#define L64(i)  L32(i) L32((i) + 32)
+#define LARGE_ENTRY(i) LARGE_UNITS(((size_t)(i) + 1) << 14)
 
 const uint8_t spry_large_units[SPRY_LARGE_MAX >> 14] = {
     [0 ... 7] = 0,                                  /* n <= 128 KiB: unused */
-    L8(8) L16(16) L32(32) L64(64)
+    REP8(LARGE_ENTRY, 8) REP16(LARGE_ENTRY, 16) REP32(LARGE_ENTRY, 32) REP64(LARGE_ENTRY, 64)
 };
