@@ -13,6 +13,7 @@
  * measured round on a loaded machine. */
 #include "check.h"
 #include "reports.h"
+#include "pattern.h"
 #include <spry.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -32,15 +33,10 @@ static long minor_faults(void) {
     return ru.ru_minflt;
 }
 
-/* Writes one byte per 4 KiB page (and the last byte), then checks them. */
-static void touch(unsigned char *p, size_t n, unsigned seed) {
-    for (size_t i = 0; i < n; i += 4096) p[i] = (unsigned char)(i / 4096 + seed);
-    p[n - 1] = (unsigned char)seed;
-}
-static void check_touch(const unsigned char *p, size_t n, unsigned seed) {
-    for (size_t i = 0; i < n; i += 4096)
-        CHECKF(p[i] == (unsigned char)(i / 4096 + seed), "byte %zu of %zu lost", i, n);
-}
+/* Every byte written with the pattern of `seed` (tests/pattern.h), and
+ * checked: contents must survive moves and neighbours. */
+static void touch(unsigned char *p, size_t n, unsigned seed) { pattern_fill_seed(p, n, seed); }
+#define check_touch(p, n, seed) CHECK_PATTERN((p), (n), (seed), "huge block")
 
 static void test_granularity(void) {
     size_t before = huge_in_use();
