@@ -46,8 +46,9 @@
 
 typedef struct spry_area {
     spry_page_t pages[GRANULES];   /* descriptor of the block starting there */
-    uint8_t *base;                 /* NULL while the slot holds no run       */
-    spry_run_t run;
+    uint8_t *base;                 /* its run of AREA_CHUNKS chunks (never a
+                                      dedicated mapping); NULL while the slot
+                                      holds none                             */
     uint64_t free[WORDS];          /* granules in no block                   */
     uint64_t dirty[WORDS];         /* granules that may be resident          */
     uint64_t aging[WORDS];         /* free and dirty at the last purge pass  */
@@ -145,7 +146,6 @@ static spry_area_t *area_create(void) {
         a = (spry_area_t *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
     }
     a->base = run.base;
-    a->run = run;
     memset(a->free, 0xff, sizeof a->free);
     memset(a->aging, 0, sizeof a->aging);
     memset(a->dirty, run.clean ? 0 : 0xff, sizeof a->dirty);
@@ -166,7 +166,8 @@ static spry_area_t *area_create(void) {
 static void area_return(spry_area_t *a) {
     for (size_t c = 0; c < AREA_CHUNKS; c++)
         spry_chunk_map[((uintptr_t)a->base >> SPRY_SEGMENT_SHIFT) + c] = SPRY_CHUNK_FOREIGN;
-    spry_arena_free(&a->run, false);
+    spry_run_t run = { a->base, AREA_CHUNKS, false, false };
+    spry_arena_free(&run, false);
     a->base = NULL;
 }
 
