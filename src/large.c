@@ -17,15 +17,7 @@
 static spry_page_t *hot_pop(spry_heap_t *heap, unsigned s, size_t align) {
     spry_page_t **link = &heap->hot[s];
     while (*link && ((uintptr_t)(*link)->start & (align - 1))) link = &(*link)->next;
-    spry_page_t *page = *link;
-    if (page) {
-        *link = page->next;
-        heap->hot_count[s]--;
-        heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
-        page->next = NULL;
-        page->is_zero = 0;
-    }
-    return page;
+    return *link ? spry_large_hot_unlink(heap, link, s) : NULL;
 }
 
 void spry_large_hot_flush(spry_heap_t *heap) {
@@ -41,7 +33,9 @@ void spry_large_hot_flush(spry_heap_t *heap) {
 void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     size_t usable = spry_good_size_of(n);
     unsigned slices = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
-    /* a hot span one slice longer does too: its tail stays untouched */
+    /* a hot span one slice longer does too: its tail stays untouched. (For
+     * align 1 the inline pop looked already; the slow path's inbox drain,
+     * in between, may have brought large pages back.) */
     spry_page_t *page = hot_pop(heap, slices, align);
     if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1, align);
     if (page) return spry_large_reuse(heap, page, usable);

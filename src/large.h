@@ -26,6 +26,17 @@ static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_
     return page->start;
 }
 
+/* Takes the page at *link out of hot slot s. */
+static inline spry_page_t *spry_large_hot_unlink(spry_heap_t *heap, spry_page_t **link, unsigned s) {
+    spry_page_t *page = *link;
+    *link = page->next;
+    heap->hot_count[s]--;
+    heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
+    page->next = NULL;
+    page->is_zero = 0;
+    return page;
+}
+
 /* The hot cache's block of n's span size, or NULL (no lock, no search).
  * Inline in the malloc path, which then needs no frame before its slow
  * path. */
@@ -35,17 +46,8 @@ static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
     /* hot_pop for any alignment, inline: the span freed last, or one a
      * slice longer (its tail stays untouched); without the second, 27% of
      * the mallocs of a 128-256 KiB churn went to the slow path to find it */
-    spry_page_t *page = heap->hot[s];
-    if (!page) {
-        page = heap->hot[++s];                 /* at most hot[SPRY_SPAN_CACHE_SLOTS] */
-        if (!page) return NULL;
-    }
-    heap->hot[s] = page->next;
-    heap->hot_count[s]--;
-    heap->hot_bytes -= (size_t)s * SPRY_SLICE_SIZE;
-    page->next = NULL;
-    page->is_zero = 0;
-    return spry_large_reuse(heap, page, usable);
+    if (!heap->hot[s] && !heap->hot[++s]) return NULL;   /* at most hot[SPRY_SPAN_CACHE_SLOTS] */
+    return spry_large_reuse(heap, spry_large_hot_unlink(heap, &heap->hot[s], s), usable);
 }
 
 /* Keeps an emptied large page in the hot cache; false when the cache is full
