@@ -9,6 +9,7 @@
 #include "options.h"
 #include "init.h"
 #include "page.h"
+#include "guard.h"
 #include "report.h"
 #include "walk.h"
 #include "block.h"
@@ -191,7 +192,11 @@ SPRY_API int spry_posix_memalign(void **out, size_t align, size_t n) {
 SPRY_API void spry_trim(void) {
     spry_init();
     spry_heap_t *heap = spry_tls_heap;
-    if (heap != &spry_empty_heap) spry_heap_collect(heap);
+    if (heap != &spry_empty_heap) {
+        spry_heap_enter(heap);
+        spry_heap_collect(heap);
+        spry_heap_leave(heap);
+    }
     spry_purge_all();
     spry_purge_start_point();
 }

@@ -23,8 +23,8 @@ static void bcache_drain(spry_heap_t *heap, spry_block_cache_t *bc, uint32_t n) 
     for (; n && bc->top; n--) {
         spry_block_t *b = bc->top;
         bc->top = b->next;
-        bc->count--;
-        heap->bcache_bytes -= bc->block_size;
+        bc->room++;
+        heap->bcache_room += bc->block_size;
         spry_heap_free_full(heap, page_of(b), b);
     }
 }
@@ -43,16 +43,20 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
     }
     if (!bc->limit) {
         bc->limit = class_limit(size);
+        bc->room = (int16_t)bc->limit;
         bc->block_size = (uint32_t)size;
+        /* the purge thread collects caches of idle heaps (steal.c): it
+         * must be running to see this one go idle */
+        spry_purge_notify();
     }
-    if (bc->count >= bc->limit) bcache_drain(heap, bc, bc->count / 2);
-    if (heap->bcache_bytes + size > heap->bcache_limit) {
+    if (bc->room <= 0) bcache_drain(heap, bc, (uint32_t)(bc->limit - bc->room) / 2);
+    if (heap->bcache_room < (ptrdiff_t)size) {
         spry_heap_free_full(heap, page, b);
     } else {
         b->next = bc->top;
         bc->top = b;
-        bc->count++;
-        heap->bcache_bytes += size;
+        bc->room--;
+        heap->bcache_room -= (ptrdiff_t)size;
     }
     /* the drain may have freed pages; the free is done */
     spry_purge_start_point();
@@ -61,12 +65,23 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
 void spry_bcache_refresh_limit(spry_heap_t *heap) {
     size_t quarter = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 4;
     size_t lo = heap->hot_limit, hi = 4 * heap->hot_limit;
-    heap->bcache_limit = quarter < lo ? lo : quarter > hi ? hi : quarter;
+    size_t limit = quarter < lo ? lo : quarter > hi ? hi : quarter;
+    /* room may go below 0: pushes then go over until pops make room */
+    heap->bcache_room += (ptrdiff_t)limit - (ptrdiff_t)heap->bcache_limit;
+    heap->bcache_limit = limit;
 }
 
+/* Each class starts over: its next push goes over and tells the purge
+ * thread again (a heap that caches after a collection is watched again,
+ * and a fork child's heaps, collected, start the child's thread). */
 void spry_bcache_flush(spry_heap_t *heap) {
-    for (unsigned c = 1; c < SPRY_CLASS_COUNT && heap->bcache_bytes; c++)
-        bcache_drain(heap, &heap->bcache[c], UINT32_MAX);
+    for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
+        spry_block_cache_t *bc = &heap->bcache[c];
+        if (!bc->limit) continue;
+        bcache_drain(heap, bc, UINT32_MAX);
+        bc->limit = 0;
+        bc->room = 0;
+    }
 }
 
 /* The owner died mid-operation at worst: each push and pop moves `top` with
@@ -84,7 +99,7 @@ void spry_bcache_rebuild(spry_heap_t *heap) {
             b = next;
         }
         bc->top = NULL;
-        bc->count = 0;
+        bc->room = (int16_t)bc->limit;
     }
-    heap->bcache_bytes = 0;
+    heap->bcache_room = (ptrdiff_t)heap->bcache_limit;
 }

@@ -28,13 +28,14 @@
  * off the fast paths, cost more than the flips it saved.
  *
  * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
- * blocks would pin too many pages of an idle thread); per heap a quarter of
- * the bytes its pages span, at least heap->hot_limit (the share of 4 MiB an
- * idle thread may keep in hot large spans) and at most 4 times that. With
- * 1,024 live blocks of 4-64 KiB the cache must hold about 10% of them: at
- * 4 MiB a heap it ran 25% slower. Thread exit, spry_trim and malloc_trim
- * empty it (spry_heap_collect); fork empties the caches of the heaps it
- * adopts. */
+ * blocks would pin too many pages); per heap a quarter of the bytes its
+ * pages span, at least heap->hot_limit (the heap's share of 4 MiB for hot
+ * large spans) and at most 4 times that. With 1,024 live blocks of 4-64 KiB
+ * the cache must hold about 10% of them: at 4 MiB a heap it ran 25%
+ * slower. Both are kept as room left (limit minus what is in), so that a
+ * push checks and counts at once. Thread exit, spry_trim and malloc_trim
+ * empty it (spry_heap_collect), and so does a purge pass that finds the
+ * owner idle (steal.c); fork empties the caches of the heaps it adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
 
@@ -46,29 +47,36 @@ static inline void *spry_bcache_pop(spry_heap_t *heap, unsigned c) {
     spry_block_t *b = bc->top;
     if (!b) return NULL;
     bc->top = b->next;
-    bc->count--;
-    heap->bcache_bytes -= bc->block_size;
+    bc->room++;
+    heap->bcache_room += bc->block_size;
     spry_block_mark_live(b);
     return b;
+}
+
+/* Bytes in the cache (statistics, flushes). */
+static inline size_t spry_bcache_bytes(const spry_heap_t *heap) {
+    return heap->bcache_limit - (size_t)heap->bcache_room;
 }
 
 /* spry_bcache_push beyond a bound (or the class's first push). */
 void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 
 /* The owner frees b (marked free already) of a class page whose key says
- * CACHED or FULL: into the cache, or, over its bounds, some of the class back to
- * their pages. Reads only the page's first cache line. */
-static inline void spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+ * CACHED or FULL: into the cache; false, with nothing done, over its bounds
+ * (then spry_bcache_push_over). Reads only the page's first cache line. */
+static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     spry_block_cache_t *bc = &heap->bcache[page->class_idx];
-    size_t bytes = heap->bcache_bytes + page->block_size;
-    if (spry_unlikely(bc->count >= bc->limit || bytes > heap->bcache_limit)) {
-        spry_bcache_push_over(heap, page, b);
-        return;
+    /* count first, check the sign, undo when over (rare): two
+     * read-modify-writes and two branches */
+    if (spry_unlikely(--bc->room < 0)) { bc->room++; return false; }
+    if (spry_unlikely((heap->bcache_room -= (ptrdiff_t)page->block_size) < 0)) {
+        heap->bcache_room += (ptrdiff_t)page->block_size;
+        bc->room++;
+        return false;
     }
     b->next = bc->top;
     bc->top = b;
-    bc->count++;
-    heap->bcache_bytes = bytes;
+    return true;
 }
 
 /* Recomputes the heap's bound (slow paths, after hot_limit). */

@@ -16,6 +16,7 @@
 #include "block_cache.h"
 #include "large.h"
 #include "huge.h"
+#include "guard.h"
 
 void spry_free_double(void *p) {
     spry_report_error("free", "double free", p);
@@ -82,8 +83,13 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
         if (!spry_page_block_start(page, p)) break;
         bool owner = (key & ~SPRY_KEY_FLAGS) == spry_thread_key();
         if (!mark_freed(page, p, owner)) { spry_free_double(p); return; }
-        if (owner) free_owner(page, p, key);
-        else free_remote(page, p);
+        if (owner) {
+            spry_heap_enter(page->heap);
+            free_owner(page, p, key);
+            spry_heap_leave(page->heap);
+        } else {
+            free_remote(page, p);
+        }
         /* the free may have emptied a page, or reached a dormant heap that
          * only a purge pass collects */
         spry_purge_start_point();
@@ -99,6 +105,14 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
     spry_report_error("free", "invalid pointer", p);
 }
 
+/* spry_free_cached's rarer cases: over the cache's bounds, or while the
+ * heap's caches are being collected (guard.h). */
+static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p) {
+    spry_heap_enter(heap);
+    if (!spry_bcache_push(heap, page, p)) spry_bcache_push_over(heap, page, p);
+    spry_heap_leave(heap);
+}
+
 /* The owner's free of a block above 1 KiB (CACHED) or into its full class
  * page: into the block cache (which sends blocks of 1 KiB or less back to
  * their pages). Not checked for a block start, like the fast path's frees.
@@ -108,7 +122,13 @@ void spry_free_cached(spry_page_t *page, void *p) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
     spry_block_mark_free(p, page);
-    spry_bcache_push(spry_tls_heap, page, p);
+    spry_heap_t *heap = spry_tls_heap;
+    if (spry_likely(spry_heap_try_enter(heap))) {
+        bool kept = spry_bcache_push(heap, page, p);
+        spry_heap_leave(heap);
+        if (spry_likely(kept)) return;
+    }
+    free_cached_slow(heap, page, p);
 }
 
 void spry_free_slow(spry_page_t *page, void *p) {
@@ -119,10 +139,15 @@ void spry_free_slow(spry_page_t *page, void *p) {
      * general path's page release (a churn of 128-256 KiB blocks spent 110
      * instructions a free there). */
     if (mine == SPRY_KEY_SLOW && p == page->start && spry_block_marker(p) != page &&
-        page->kind == SPRY_PAGE_LARGE && spry_large_hot_push(page->heap, page)) {
-        spry_block_mark_free(p, page);
-        page->used = 0;
-        return;
+        page->kind == SPRY_PAGE_LARGE && spry_heap_try_enter(page->heap)) {
+        spry_heap_t *heap = page->heap;
+        bool kept = spry_large_hot_push(heap, page);
+        if (kept) {
+            spry_block_mark_free(p, page);
+            page->used = 0;
+        }
+        spry_heap_leave(heap);
+        if (kept) return;
     }
     free_checked(page, p, key);
 }

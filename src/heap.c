@@ -18,6 +18,7 @@
 #include "queue.h"
 #include "large.h"
 #include "block_cache.h"
+#include "guard.h"
 #include <errno.h>
 #include <string.h>
 
@@ -54,6 +55,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (spry_unlikely(n > SPRY_ALLOC_MAX)) { errno = ENOMEM; return NULL; }
+    spry_heap_enter(heap);
     if (heap->outbox_pending) spry_outbox_flush(heap);
     /* The caches' bounds follow the live heaps and the heap's size: a
      * division and four shared counters, so every 16th slow path (3% of the
@@ -62,6 +64,9 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
         heap->limits_in = 15;
         spry_large_refresh_limit(heap);
         spry_bcache_refresh_limit(heap);
+        /* a purge pass collects the caches once the owner goes idle
+         * (steal.c): the purge thread must be there to see it */
+        if (spry_bcache_bytes(heap) || heap->hot_bytes) spry_purge_notify();
     }
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) spry_inbox_drain(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
@@ -72,6 +77,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     else if (n <= SPRY_PAGED_MAX) p = spry_class_alloc(heap, spry_class_of(n));
     else if (n <= SPRY_LARGE_MAX) p = spry_large_alloc(heap, n, 1);
     else p = spry_huge_alloc(n, 0, false);
+    spry_heap_leave(heap);
     if (!p) errno = ENOMEM;
     /* after the work: the drains and collects above may have freed pages */
     spry_purge_start_point();
@@ -93,11 +99,15 @@ void *spry_heap_malloc_tiny(spry_heap_t *heap) {
  * span of its size (freed last), else the slow path. (The empty heap's
  * queues and caches are empty: a new thread falls through.) */
 static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *heap) {
-    if (spry_likely(n <= SPRY_PAGED_MAX)) {
-        spry_page_t *page = heap->queues[spry_class_of(n)].first;
-        if (spry_likely(page && page->free)) return spry_page_pop(page);
-    } else if (n <= SPRY_LARGE_MAX) {
-        void *p = spry_large_alloc_hot(heap, n);
+    void *p = NULL;
+    if (spry_likely(spry_heap_try_enter(heap))) {
+        if (spry_likely(n <= SPRY_PAGED_MAX)) {
+            spry_page_t *page = heap->queues[spry_class_of(n)].first;
+            if (spry_likely(page && page->free)) p = spry_page_pop(page);
+        } else if (n <= SPRY_LARGE_MAX) {
+            p = spry_large_alloc_hot(heap, n);
+        }
+        spry_heap_leave(heap);
         if (spry_likely(p != NULL)) return p;
     }
     return heap_malloc_slow(heap, n, 1);
@@ -110,8 +120,9 @@ static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *
  * instructions fewer a malloc). Smaller classes are never cached. */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
-    if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX)) {
+    if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX) && spry_heap_try_enter(heap)) {
         void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
+        spry_heap_leave(heap);
         if (spry_likely(b != NULL)) return b;
     }
     return heap_malloc_sized(n, heap);
@@ -169,8 +180,10 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
  * take the remote path), what it holds collected, then on the dormant list
  * for the next new thread; purge passes collect what is freed into it. */
 static void heap_make_dormant(spry_heap_t *heap) {
+    spry_heap_enter(heap);
     heap_rekey(heap, 0);
     spry_heap_collect(heap);
+    spry_heap_leave(heap);
     spry_lock(&heaps_lock);
     heap->is_dormant = 1;
     heap->dormant_next = heaps_dormant;
@@ -258,7 +271,7 @@ void spry_heap_collect(spry_heap_t *heap) {
     spry_outbox_flush(heap);
     spry_inbox_drain(heap);
     spry_bcache_flush(heap);
-    spry_queues_release_empty(heap);
+    spry_queues_release_empty(heap, 0);
     if (heap->hot_bytes) {
         spry_large_hot_flush(heap);
         spry_purge_notify();
@@ -298,6 +311,7 @@ bool spry_heaps_purge(bool force) {
     }
     spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
+        if (spry_heap_collect_idle(h)) waiting = true;
         if (spry_heap_purge_spans(h, force)) waiting = true;
         /* A live owner lets its retained pages go at its next slow path. */
         if (force) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
@@ -340,6 +354,9 @@ void spry_heaps_fork_child(void) {
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
         atomic_store_explicit(&h->purge_urgent, 0, memory_order_relaxed);
+        /* owners cut mid-call by fork left `busy` set (no pass ran) */
+        atomic_store_explicit(&h->busy, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->steal, 0, memory_order_relaxed);
         spry_inbox_rebuild(h);
     }
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
@@ -386,7 +403,7 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
         }
         /* blocks in the block cache are free, though their pages count
          * them (the owner may be changing the count: statistics only) */
-        size_t cached = h->bcache_bytes;
+        size_t cached = spry_bcache_bytes(h);
         w->used_bytes -= cached < w->used_bytes ? cached : w->used_bytes;
         spry_unlock(&h->lock);
     }

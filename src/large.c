@@ -2,14 +2,14 @@
 #include "large.h"
 #include "segment.h"
 #include "sizeclass.h"
+#include "purge.h"
 
 /* ---- hot large blocks ----------------------------------------------------
  * A large block the owner frees is kept whole, as a span of its size, for the
  * owner's next malloc of that span size: no lock, no search, and the memory
- * is the same, so nothing new is touched. The purge thread cannot reach
- * these, so their bound is what an idle thread may keep (4 MiB, shared among
- * heaps beyond one per CPU); thread exit, spry_trim and malloc_trim give them
- * back to the segments. */
+ * is the same, so nothing new is touched. Bound: 4 MiB, shared among heaps
+ * beyond one per CPU; thread exit, spry_trim, malloc_trim and a purge pass
+ * that finds the owner idle (steal.c) give them back to the segments. */
 #define HOT_BYTES    ((size_t)4 << 20)
 
 /* The hot span of s slices freed last whose block is aligned to `align`
@@ -43,6 +43,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     unsigned step = align > SPRY_SLICE_SIZE ? (unsigned)(align >> SPRY_SLICE_SHIFT) : 1;
     page = spry_span_alloc(heap, slices, step);
     if (!page) return NULL;
+    spry_purge_notify();       /* it may end in the hot cache (steal.c) */
     page->class_idx = 0;
     page->pinned = 0;
     page->reserved = 1;

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <errno.h>
 #include <limits.h>
@@ -123,6 +124,20 @@ void spry_os_wake(_Atomic(int) *addr) {
 
 void spry_os_wake_all(_Atomic(int) *addr) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+bool spry_os_fence_all(void) {
+    /* The process registers first. EPERM: not registered (a fork child
+     * has a new address space), so register and try again; -1 for good
+     * where the kernel (before 4.14) or a sandbox refuses. */
+    static _Atomic(int) refused;
+    if (atomic_load_explicit(&refused, memory_order_relaxed)) return false;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
+    if (errno == EPERM &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
+    atomic_store_explicit(&refused, 1, memory_order_relaxed);
+    return false;
 }
 
 bool spry_os_readable(void *dst, const void *p, size_t n) {

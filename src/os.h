@@ -38,6 +38,10 @@ int      spry_os_cpu_count(void);
 void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
 void     spry_os_wake(_Atomic(int) *addr);
 void     spry_os_wake_all(_Atomic(int) *addr);
+/* Makes every running thread of the process execute a full memory barrier
+ * before it returns (membarrier, private expedited); false when the kernel
+ * offers no such call. */
+bool     spry_os_fence_all(void);
 /* Copies [p, p+n) (n <= 16 KiB) to dst if it can be read without a fault;
  * false otherwise. System calls (process_vm_readv, or mincore where a
  * sandbox refuses that): for rare paths only. */

@@ -167,8 +167,8 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
     return spry_page_pop(page);
 }
 
-void spry_queues_release_empty(spry_heap_t *heap) {
-    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+void spry_queues_release_empty(spry_heap_t *heap, unsigned from) {
+    for (unsigned c = from; c < SPRY_CLASS_COUNT; c++) {
         spry_page_t *page = heap->queues[c].first;
         while (page) {
             spry_page_t *next = page->next;

@@ -40,9 +40,10 @@ void  spry_page_release(spry_heap_t *heap, spry_page_t *page);
 void  spry_page_empty(spry_page_t *page);
 /* The owner frees a block of a page whose key says FULL. */
 void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
-/* Collects every queued page's remote frees, unpins the queue heads and
- * releases the pages left empty (thread exit, trim). */
-void  spry_queues_release_empty(spry_heap_t *heap);
+/* Collects the remote frees of every queued page of class `from` and up,
+ * unpins the queue heads and releases the pages left empty (thread exit,
+ * trim: from 0; an idle heap's collection: the classes above 1 KiB). */
+void  spry_queues_release_empty(spry_heap_t *heap, unsigned from);
 /* fork child: remakes the queues of a heap whose owner did not survive. */
 void  spry_queues_rebuild(spry_heap_t *heap);
 

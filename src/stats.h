@@ -22,7 +22,8 @@
     X(heaps,           "thread heaps created") \
     X(heaps_abandoned, "heaps of exited threads waiting for reuse") \
     X(foreign_frees,   "pointers of another allocator passed to free") \
-    X(errors,          "double frees and invalid pointers reported and ignored")
+    X(errors,          "double frees and invalid pointers reported and ignored") \
+    X(idle_collections, "caches of idle threads' heaps given back by purge passes")
 
 typedef struct spry_stat_counters {
 #define X(name, doc) _Atomic(size_t) name;

@@ -182,7 +182,7 @@ typedef struct spry_outbox {
 /* A heap's stack of free blocks of one class (block_cache.c). */
 typedef struct spry_block_cache {
     spry_block_t *top;
-    uint16_t count;
+    int16_t  room;           /* blocks it may still take: limit - count   */
     uint16_t limit;          /* 0 until the first push sets it */
     uint32_t block_size;
 } spry_block_cache_t;
@@ -216,7 +216,8 @@ typedef struct spry_heap {
     /* Owner only: blocks the owner freed into its full class pages, per
      * class, handed out before any page is searched (block_cache.c). */
     spry_block_cache_t bcache[SPRY_CLASS_COUNT];
-    size_t bcache_bytes;
+    ptrdiff_t bcache_room;              /* bcache_limit - bytes cached: the
+                                           push checks and counts at once  */
     size_t bcache_limit;                /* refreshed on slow paths */
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (large.c). */
@@ -226,6 +227,12 @@ typedef struct spry_heap {
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
     uint8_t limits_in;                  /* slow paths until the next refresh */
+    /* The owner's guard (guard.h): 1 while the owner is inside a path that
+     * touches what a purge pass may collect from an idle heap */
+    _Atomic(uint8_t) busy;
+    _Atomic(int) steal;                 /* 1 while a purge pass collects    */
+    uint8_t idle_collected;             /* purge passes: collected, owner not
+                                           back since (steal.c)             */
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */

@@ -72,18 +72,23 @@ static stack_entry_t *entry(uint32_t id) {
 }
 
 /* A new entry's slot, its chunk allocated when it is the first; 0 when the
- * table is full or out of memory. Called under a stripe lock. */
+ * table is full or out of memory. Called under a stripe lock, so the chunk's
+ * allocation is the layer's own (dbg_inside): the core may start its purge
+ * thread at the end of it, and pthread_create's calloc must not come back
+ * here for the lock this thread holds. */
 static uint32_t entry_new(void) {
     uint32_t id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     if (id >= CHUNKS * CHUNK_ENTRIES) return 0;
     _Atomic(stack_entry_t *) *slot = &chunks[id / CHUNK_ENTRIES];
     if (!atomic_load_explicit(slot, memory_order_acquire)) {
+        dbg_inside++;
         stack_entry_t *fresh = dbg_raw_alloc(sizeof(stack_entry_t) * CHUNK_ENTRIES, 16);
         stack_entry_t *none = NULL;
-        if (!fresh) return 0;
-        if (!atomic_compare_exchange_strong_explicit(slot, &none, fresh, memory_order_acq_rel,
-                                                     memory_order_acquire))
+        if (fresh && !atomic_compare_exchange_strong_explicit(slot, &none, fresh, memory_order_acq_rel,
+                                                              memory_order_acquire))
             dbg_raw_free(fresh);     /* another stripe made it first */
+        dbg_inside--;
+        if (!fresh) return 0;
     }
     return id;
 }

@@ -1,0 +1,55 @@
+/* Collecting an idle heap's caches from a purge pass; see guard.h. */
+#include "guard.h"
+#include "block_cache.h"
+#include "large.h"
+#include "queue.h"
+#include "sizeclass.h"
+#include "os.h"
+#include "stats.h"
+
+void spry_heap_enter_wait(spry_heap_t *heap) {
+    for (;;) {
+        atomic_store_explicit(&heap->busy, SPRY_GUARD_OUT, memory_order_release);
+        while (atomic_load_explicit(&heap->steal, memory_order_acquire))
+            spry_os_wait(&heap->steal, 1, -1);
+        atomic_store_explicit(&heap->busy, SPRY_GUARD_IN, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+        if (!atomic_load_explicit(&heap->steal, memory_order_acquire)) return;
+    }
+}
+
+/* A heap is collected when its owner has not been in a guarded path for a
+ * whole pass interval (a purge delay): every call above 1 KiB goes through
+ * one, so an owner at work is seldom collected, and if it is it only
+ * refills its caches. Once collected, a heap is left alone until its owner
+ * comes back (one process-wide barrier per idle period). Pinned pages
+ * above 1 KiB go with the caches; those of smaller classes stay (at most
+ * one 64 KiB page a class). */
+bool spry_heap_collect_idle(spry_heap_t *heap) {
+    uint8_t seen = atomic_load_explicit(&heap->busy, memory_order_acquire);
+    if (seen != 0) {
+        /* OUT: active since the last look; mark it seen. IN: inside now. */
+        if (seen == SPRY_GUARD_OUT)
+            atomic_compare_exchange_strong_explicit(&heap->busy, &seen, 0, memory_order_acq_rel,
+                                                    memory_order_relaxed);
+        heap->idle_collected = 0;
+        return true;
+    }
+    if (heap->idle_collected) return false;
+    heap->idle_collected = 1;
+    atomic_store_explicit(&heap->steal, 1, memory_order_relaxed);
+    /* the owner's `busy` store is now visible, or its next read of `steal`
+     * sees 1 */
+    bool fenced = spry_os_fence_all();
+    if (fenced && atomic_load_explicit(&heap->busy, memory_order_acquire) == 0) {
+        spry_bcache_flush(heap);
+        if (heap->hot_bytes) spry_large_hot_flush(heap);
+        spry_queues_release_empty(heap, spry_class_of(SPRY_SMALL_MAX + 1));
+        spry_stat_add(&spry_stat.idle_collections, 1);
+    } else {
+        heap->idle_collected = 0;
+    }
+    atomic_store_explicit(&heap->steal, 0, memory_order_release);
+    spry_os_wake_all(&heap->steal);
+    return !fenced ? false : heap->idle_collected == 0;
+}
