@@ -233,6 +233,7 @@ typedef struct spry_heap {
     _Atomic(int) steal;                 /* 1 while a purge pass collects    */
     uint8_t idle_collected;             /* purge passes: collected, owner not
                                            back since (steal.c)             */
+    uint8_t idle_passes;                /* purge passes that found it idle */
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */

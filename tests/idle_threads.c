@@ -5,7 +5,8 @@
  *    classes and large spans), free everything and then wait on a condition
  *    variable without calling the allocator. RSS must fall to within SLACK
  *    of the baseline taken before they started, polled for up to 30 s (the
- *    purge delay is 250 ms). Before idle heaps were collected, 8 such
+ *    purge delay is 250 ms; a heap idle for 4 passes is collected). Before
+ *    idle heaps were collected, 8 such
  *    threads kept about 110 MB.
  * 2. Return: the same threads churn again and check every block (a
  *    collection must leave their heaps consistent), then exit.
@@ -161,8 +162,9 @@ static void *race_worker(void *arg)
     while (!atomic_load(&stop)) {
         int burst = (int)(next(w) % 600);
         for (int i = 0; i < burst; i++) step(w);
-        /* a wait of 0-3 ms: long enough, often, for a pass to collect */
-        struct timespec ts = { 0, (long)(next(w) % 3000000) };
+        /* a wait of 0-8 ms: often long enough for the passes (every 1 ms)
+         * to find the heap idle four times and collect it */
+        struct timespec ts = { 0, (long)(next(w) % 8000000) };
         nanosleep(&ts, NULL);
     }
     free_all(w);
