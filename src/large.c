@@ -1,4 +1,4 @@
-/* Large blocks (128 KiB to 2 MiB): a span of slices each; see large.h. */
+/* Large blocks (256 KiB to 2 MiB): a span of slices each; see large.h. */
 #include "large.h"
 #include "segment.h"
 #include "sizeclass.h"
@@ -26,7 +26,7 @@ void spry_large_hot_flush(spry_heap_t *heap) {
         while ((page = hot_pop(heap, s, 1)) != NULL) spry_span_free(heap, page);
     }
 }
-/* Blocks above 128 KiB, and blocks aligned above 64 KiB: a span each,
+/* Blocks above 256 KiB, and blocks aligned above 64 KiB: a span each,
  * usable size rounded to the size class (the span's tail beyond it is never
  * touched, so never resident). Spans are taken hot-first (spry_span_alloc),
  * so a churn of such blocks keeps reusing the same resident memory. */

@@ -12,6 +12,7 @@
 #define REP128(E, i) REP64(E, i) REP64(E, (i) + 64)
 #define REP256(E, i) REP128(E, i) REP128(E, (i) + 128)
 #define REP512(E, i) REP256(E, i) REP256(E, (i) + 256)
+#define REP1024(E, i) REP512(E, i) REP512(E, (i) + 512)
 
 /* Entry i: the class of every n with (n - 1) >> 7 == i, i.e. of (i + 1) * 128
  * (class sizes above 1 KiB are multiples of 128). __builtin_clzl of a
@@ -25,7 +26,7 @@
 const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
     [0 ... 7] = 0,                                  /* n <= 1 KiB: unused */
     REP8(MID_ENTRY, 8) REP16(MID_ENTRY, 16) REP32(MID_ENTRY, 32) REP64(MID_ENTRY, 64)
-    REP128(MID_ENTRY, 128) REP256(MID_ENTRY, 256) REP512(MID_ENTRY, 512)
+    REP128(MID_ENTRY, 128) REP256(MID_ENTRY, 256) REP512(MID_ENTRY, 512) REP1024(MID_ENTRY, 1024)
 };
 
 /* Entry i: good size of (i + 1) * 16 KiB in 16 KiB units, for 128 KiB < n

@@ -26,7 +26,7 @@ static inline unsigned spry_class_of_mid(size_t n) {
     return spry_class_mid[(n - 1) >> 7];
 }
 
-/* spry_good_size_of(n) for SPRY_PAGED_MAX < n <= SPRY_LARGE_MAX, by table
+/* spry_good_size_of(n) for 128 KiB < n <= SPRY_LARGE_MAX, by table
  * (in 16 KiB units: class sizes from 128 KiB on are multiples of it). */
 extern const uint8_t spry_large_units[SPRY_LARGE_MAX >> 14];
 static inline size_t spry_large_size_of(size_t n) {
