@@ -91,7 +91,6 @@ typedef struct spry_stats {
     size_t heaps_abandoned;/* heaps of exited threads waiting for reuse     */
     size_t foreign_frees; /* pointers of another allocator passed to free   */
     size_t errors;        /* double frees and invalid pointers, ignored     */
-    size_t idle_collections; /* caches of idle threads' heaps given back   */
 } spry_stats_t;
 
 void   spry_stats_get(spry_stats_t *out);

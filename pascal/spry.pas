@@ -93,7 +93,7 @@ type
   TSpryStats = record
     mapped, committed, committed_peak, in_use, huge_in_use, dirty,
     purged_total, purges, budget_purges, segments, arenas, heaps,
-    heaps_abandoned, foreign_frees, errors, idle_collections: SizeUInt;
+    heaps_abandoned, foreign_frees, errors: SizeUInt;
   end;
   PSpryStats = ^TSpryStats;
 

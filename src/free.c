@@ -147,7 +147,10 @@ void spry_free_slow(spry_page_t *page, void *p) {
             page->used = 0;
         }
         spry_heap_leave(heap);
-        if (kept) return;
+        if (kept) {
+            spry_purge_start_point();      /* see spry_large_hot_push */
+            return;
+        }
     }
     free_checked(page, p, key);
 }

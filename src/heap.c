@@ -234,7 +234,10 @@ static spry_heap_t *heap_take(void) {
         spry_unlock(&heaps_lock);
         spry_stat_add(&spry_stat.heaps, 1);
     }
+    /* guarded: a purge pass may be collecting this heap, dormant until now */
+    spry_heap_enter(heap);
     heap_rekey(heap, spry_thread_key());
+    spry_heap_leave(heap);
     return heap;
 }
 
@@ -287,7 +290,7 @@ spry_heap_t *spry_heaps_list(void) {
     return all;
 }
 
-bool spry_heaps_purge(bool force) {
+bool spry_heaps_purge(bool force, bool collect_idle) {
     bool waiting = false;
     /* Dormant heaps have no owner: claim them all, collect what other threads
      * freed into them, and put them back. */
@@ -311,7 +314,7 @@ bool spry_heaps_purge(bool force) {
     }
     spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (spry_heap_collect_idle(h)) waiting = true;
+        if (collect_idle && spry_heap_collect_idle(h)) waiting = true;
         if (spry_heap_purge_spans(h, force)) waiting = true;
         /* A live owner lets its retained pages go at its next slow path. */
         if (force) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);

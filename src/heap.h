@@ -18,7 +18,7 @@ spry_heap_t *spry_heap_acquire(void);
  * a heap the caller owns (its own, or a dormant one it claimed). */
 void  spry_heap_collect(spry_heap_t *heap);
 /* The purge thread's pass over all heaps; true while memory waits. */
-bool  spry_heaps_purge(bool force);
+bool  spry_heaps_purge(bool force, bool collect_idle);
 /* Every heap ever made, through all_next (dormant ones included); safe to
  * walk without a lock. */
 spry_heap_t *spry_heaps_list(void);

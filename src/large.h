@@ -7,6 +7,7 @@
 
 #include "types.h"
 #include "sizeclass.h"
+#include "purge.h"
 
 /* A large block of n bytes (n <= SPRY_LARGE_MAX) aligned to `align` (a
  * power of two up to SPRY_LARGE_MAX; 1 when the 64 KiB of every span is
@@ -59,6 +60,9 @@ static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
     size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
     if (heap->hot_count[s] >= SPRY_HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
         return false;
+    /* a heap whose hot cache was empty may have been collected and the
+     * purge thread gone: it must be there to see this one go idle */
+    if (heap->hot_bytes == 0) spry_purge_notify();
     page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
     spry_key_set(page, 0);
     page->next = heap->hot[s];

@@ -60,11 +60,14 @@ static _Atomic(uint64_t) inline_next_ms;   /* when no thread: next inline pass *
 static _Atomic(int) purge_kick;            /* 1: a heap is over budget */
 static spry_lock_t pass_lock = SPRY_LOCK_INIT;
 
-/* One pass: ripe memory of every heap and of the arenas. */
-static bool purge_pass(bool force) {
+/* One pass: ripe memory of every heap and of the arenas; from the purge
+ * thread, also the caches of idle heaps (steal.c: a background thread's
+ * work; a process that cannot have one, a sandbox that forbids clone, is
+ * not asked for the membarrier call either). */
+static bool purge_pass(bool force, bool collect_idle) {
     spry_lock(&pass_lock);
     spry_stat_sample_peak();
-    bool waiting = spry_heaps_purge(force);
+    bool waiting = spry_heaps_purge(force, collect_idle);
     if (spry_huge_purge(force)) waiting = true;
     if (spry_arena_purge(force)) waiting = true;
     spry_unlock(&pass_lock);
@@ -129,7 +132,7 @@ static void *purger_main(void *arg) {
         long delay = spry_option(SPRY_OPT_PURGE_DELAY_MS);
         purger_nap(delay);
         atomic_store(&purge_pending, 0);
-        if (purge_pass(false)) continue;
+        if (purge_pass(false, true)) continue;
         long idle = delay * PURGER_IDLE_DELAYS;
         if (purger_idle(idle > PURGER_IDLE_MIN_MS ? idle : PURGER_IDLE_MIN_MS)) continue;
         if (purger_leave()) return NULL;
@@ -198,11 +201,11 @@ void spry_purge_poll(void) {
     if (now < due) return;
     uint64_t next = now + (uint64_t)spry_option(SPRY_OPT_PURGE_DELAY_MS);
     if (!atomic_compare_exchange_strong(&inline_next_ms, &due, next)) return;
-    purge_pass(false);
+    purge_pass(false, false);
 }
 
 void spry_purge_all(void) {
-    purge_pass(true);
+    purge_pass(true, false);
 }
 
 void spry_purge_fork_prepare(void) { spry_lock(&pass_lock); }

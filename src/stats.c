@@ -188,6 +188,9 @@ static void stats_write(int fd, bool json) {
 #define X(name, doc) out_figure(&o, "", #name, s.name, doc);
     SPRY_STAT_LIST(X)
 #undef X
+#define X(name, doc) out_figure(&o, "", #name, atomic_load_explicit(&spry_stat.name, memory_order_relaxed), doc);
+    SPRY_STAT_LIST_PRINTED(X)
+#undef X
     out_group_open(&o, "walk", NULL);
     out_figure(&o, "walk.", "segments", w.segments, "segments owned by heaps");
     out_figure(&o, "walk.", "free_slices", w.free_slices, "64 KiB slices free in them");

@@ -22,12 +22,16 @@
     X(heaps,           "thread heaps created") \
     X(heaps_abandoned, "heaps of exited threads waiting for reuse") \
     X(foreign_frees,   "pointers of another allocator passed to free") \
-    X(errors,          "double frees and invalid pointers reported and ignored") \
+    X(errors,          "double frees and invalid pointers reported and ignored")
+/* Printed, not in spry_stats_t: a field added there would overflow the
+ * struct of a program built against an older spry.h. */
+#define SPRY_STAT_LIST_PRINTED(X) \
     X(idle_collections, "caches of idle threads' heaps given back by purge passes")
 
 typedef struct spry_stat_counters {
 #define X(name, doc) _Atomic(size_t) name;
     SPRY_STAT_LIST(X)
+    SPRY_STAT_LIST_PRINTED(X)
 #undef X
 } spry_stat_counters_t;
 
