@@ -113,6 +113,27 @@ static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_p
     spry_heap_leave(heap);
 }
 
+/* Blocks of class pages above 128 KiB: until they moved into class pages
+ * they were large blocks, whose frees were checked, and an interior pointer
+ * of one would be handed out again overlapping its block: checked still (a
+ * division by the odd part of the size, on these frees only). */
+#define FREE_CHECKED_ABOVE ((size_t)128 * 1024)
+
+static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p) {
+    if (!spry_page_class_block_start(page, p)) {
+        spry_report_error("free", "invalid pointer", p);
+        return;
+    }
+    spry_block_mark_free(p, page);
+    spry_heap_t *heap = spry_tls_heap;
+    if (spry_likely(spry_heap_try_enter(heap))) {
+        bool kept = spry_bcache_push(heap, page, p);
+        spry_heap_leave(heap);
+        if (spry_likely(kept)) return;
+    }
+    free_cached_slow(heap, page, p);
+}
+
 /* The owner's free of a block above 1 KiB (CACHED) or into its full class
  * page: into the block cache (which sends blocks of 1 KiB or less back to
  * their pages). Not checked for a block start, like the fast path's frees.
@@ -121,6 +142,7 @@ static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_p
 void spry_free_cached(spry_page_t *page, void *p) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
+    if (spry_unlikely(page->block_size > FREE_CHECKED_ABOVE)) { free_cached_big(page, p); return; }
     spry_block_mark_free(p, page);
     spry_heap_t *heap = spry_tls_heap;
     if (spry_likely(spry_heap_try_enter(heap))) {

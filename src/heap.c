@@ -362,6 +362,15 @@ void spry_heaps_fork_child(void) {
         atomic_store_explicit(&h->steal, 0, memory_order_relaxed);
         spry_inbox_rebuild(h);
     }
+    /* The forking thread's own caches go back too: the child's purge thread
+     * is gone, and a heap whose block cache classes start over tells it at
+     * its next push over a bound (a fast path reaches no start point). */
+    spry_heap_t *own = spry_tls_heap;
+    if (own != &spry_empty_heap) {
+        spry_bcache_flush(own);
+        if (own->hot_bytes) spry_large_hot_flush(own);
+        spry_purge_notify();
+    }
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         if (h == spry_tls_heap || h->is_dormant) continue;
         spry_outbox_flush(h);

@@ -47,16 +47,18 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
     atomic_store_explicit(&heap->steal, 1, memory_order_relaxed);
     /* the owner's `busy` store is now visible, or its next read of `steal`
      * sees 1 */
+    /* Refused (an old kernel, a sandbox): the heap counts as collected,
+     * so that idle heaps do not keep the purge thread from leaving. */
     bool fenced = spry_os_fence_all();
     if (fenced && atomic_load_explicit(&heap->busy, memory_order_acquire) == 0) {
         spry_bcache_flush(heap);
         if (heap->hot_bytes) spry_large_hot_flush(heap);
         spry_queues_release_empty(heap, spry_class_of(SPRY_SMALL_MAX + 1));
         spry_stat_add(&spry_stat.idle_collections, 1);
-    } else {
-        heap->idle_collected = 0;
+    } else if (fenced) {
+        heap->idle_collected = 0;       /* came back meanwhile */
     }
     atomic_store_explicit(&heap->steal, 0, memory_order_release);
     spry_os_wake_all(&heap->steal);
-    return !fenced ? false : heap->idle_collected == 0;
+    return heap->idle_collected == 0;
 }

@@ -14,17 +14,27 @@
  *    exit, the parent forks, and the child runs test 1 with the heaps it
  *    inherited (its purge thread must start anew, and the kernel's
  *    barrier must be registered again for the child's address space).
+ * 3b. The forking thread's own caches (usage: idle_threads forkown): the
+ *    main thread frees 64 blocks of 128-192 KiB into its caches and forks;
+ *    the child mallocs and frees such blocks (fast paths only) and then
+ *    waits: its RSS must fall by most of what the caches held (it did not:
+ *    the child's purge thread was never started).
  * 4. Late (usage: idle_threads late; the registration sets a purge delay of
  *    1 ms): a thread keeps 12 blocks of 300 KiB until the purge thread has
  *    left for want of work, then frees them (into its hot cache) and waits:
  *    the purge thread must come back and collect them (it did not: only a
  *    new span told it).
- * 5. Races (usage: idle_threads race SECONDS): threads alternate short
+ * 5. Refused (usage: idle_threads refused): a seccomp filter fails
+ *    membarrier (as old kernels and some sandboxes do); two threads go idle
+ *    half a second apart: the purge thread must still leave once nothing
+ *    is left to do (it did not: heaps whose collection failed were looked
+ *    at again and again).
+ * 6. Races (usage: idle_threads race SECONDS): threads alternate short
  *    bursts of churn with short waits, so that collections (run with a
  *    purge delay of 1 ms by the test's registration) meet owners coming
  *    back at every point of their paths; every block is checked.
  *
- * usage: idle_threads [fork | late | race SECONDS]
+ * usage: idle_threads [fork | forkown | late | refused | race SECONDS]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -34,7 +44,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -243,6 +258,85 @@ static void test_fork(void)
     printf("fork: the child's idle threads gave their caches back\n");
 }
 
+static void test_fork_own(void)
+{
+    void *p[64];
+    for (int i = 0; i < 64; i++) {
+        size_t n = 131072 + (size_t)i * 1024;
+        p[i] = A_malloc(n);
+        CHECK_NOTNULL(p[i]);
+        memset(p[i], 0x3c, n);
+    }
+    for (int i = 0; i < 64; i++) A_free(p[i]);
+    fflush(stdout);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        size_t at_fork = rss_bytes();
+        for (int i = 0; i < 1000; i++) {
+            void *q = A_malloc(150000);
+            CHECK_NOTNULL(q);
+            A_free(q);
+        }
+        double t0 = now_s();
+        size_t rss = rss_bytes();
+        while (rss + 6 * MiB > at_fork && now_s() - t0 < 30) {
+            threads_sleep_ms(20);
+            rss = rss_bytes();
+        }
+        printf("forkown: child %zu MiB at fork, %zu MiB %.2f s later\n", at_fork / MiB, rss / MiB,
+               now_s() - t0);
+        CHECKF(rss + 6 * MiB <= at_fork, "the child kept the forking thread's caches");
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the fork child failed (status %d)", status);
+}
+
+static void *refused_worker(void *arg)
+{
+    struct worker *w = arg;
+    threads_sleep_ms(w == &workers[0] ? 0 : 520);
+    for (int i = 0; i < STEPS / 4; i++) step(w);
+    free_all(w);
+    wait_phase(1);
+    return NULL;
+}
+
+static int only_three(int n) { return n == 3; }
+
+static void test_refused(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof f / sizeof f[0], f };
+    CHECK_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    CHECK_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+    CHECK(syscall(SYS_membarrier, 0, 0, 0) == -1 && errno == ENOSYS);
+    for (int i = 0; i < 2; i++) {
+        workers[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 11);
+        CHECK_EQ(pthread_create(&workers[i].thread, NULL, refused_worker, &workers[i]), 0);
+    }
+    pthread_mutex_lock(&lock);
+    while (idle_count < 2) pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    /* main and the two workers: the purge thread left */
+    double took = threads_wait(only_three, 30);
+    printf("refused: the purge thread %s (Threads: %d)\n", took >= 0 ? "left" : "stayed", proc_threads());
+    CHECKF(took >= 0, "the purge thread stayed though membarrier is refused");
+    pthread_mutex_lock(&lock);
+    phase = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < 2; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+}
+
 #define LATE_BLOCKS 12
 static void *late_blocks[LATE_BLOCKS];
 
@@ -302,6 +396,8 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "race") == 0) test_races(atof(argv[2]));
     else if (argc >= 2 && strcmp(argv[1], "fork") == 0) test_fork();
     else if (argc >= 2 && strcmp(argv[1], "late") == 0) test_late();
+    else if (argc >= 2 && strcmp(argv[1], "forkown") == 0) test_fork_own();
+    else if (argc >= 2 && strcmp(argv[1], "refused") == 0) test_refused();
     else test_idle_return();
     return 0;
 }

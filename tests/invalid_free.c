@@ -2,7 +2,9 @@
  * (the segment header, a slice never handed out) are reported on stderr and
  * ignored; the heap keeps working and live blocks keep their contents.
  * (A pointer into the middle of a live block of the freeing thread is not
- * checked: the fast path trusts it. That is the debug mode's job.) */
+ * checked: the fast path trusts it. That is the debug mode's job. Blocks
+ * above 128 KiB are the exception: their frees are checked, and a pointer
+ * into one is reported, not handed out again over the live block.) */
 #include "check.h"
 #include "reports.h"
 #include <spry.h>
@@ -11,6 +13,7 @@
 
 static void free_header(void *seg) { spry_free((char *)seg + 64); }
 static void free_unused(void *seg) { spry_free((char *)seg + 60 * 65536 + 16); }
+static void free_interior(void *p) { spry_free((char *)p + 4096); }
 
 int main(void) {
     unsigned char *live = spry_malloc(48);
@@ -22,6 +25,18 @@ int main(void) {
     unsigned char *big = spry_malloc(40000);
     CHECK(big != NULL);
     CHECK(spry_usable_size((void *)(seg + 64)) == 0);
+    /* the owner's free of a pointer 4 KiB into a live block of 200,000 B
+     * (a class-page block since blocks of 128-256 KiB moved there) */
+    unsigned char *large = spry_malloc(200000);
+    CHECK(large != NULL);
+    memset(large, 0x6b, 200000);
+    CHECKF(count_reports(free_interior, large, "invalid pointer") == 1, "interior free of a 200,000 B block not reported");
+    void *again = spry_malloc(200000 - 4096);
+    CHECK(again != NULL);
+    CHECKF((unsigned char *)again != large + 4096, "the interior pointer was handed out again");
+    for (int i = 0; i < 200000; i++) CHECKF(large[i] == 0x6b, "the live block changed at %d", i);
+    spry_free(again);
+    spry_free(large);
     /* everything still works */
     for (int i = 0; i < 100000; i++) {
         void *p = spry_malloc((size_t)(i % 3000) + 1);
