@@ -316,8 +316,10 @@ static void test_refused(void)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-    CHECK_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-    CHECK_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+        printf("refused: no seccomp filter here (%s): skipped\n", strerror(errno));
+        exit(77);
+    }
     CHECK(syscall(SYS_membarrier, 0, 0, 0) == -1 && errno == ENOSYS);
     for (int i = 0; i < 2; i++) {
         workers[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 11);
