@@ -14,7 +14,9 @@
  * instructions and a store to leave): either the collector sees it busy and
  * gives up, or the owner sees `steal` and waits until the collection is
  * done. The fast paths of blocks of 1 KiB or less touch none of it and are
- * not guarded. Guarded regions do not nest. */
+ * not guarded. Guarded regions do not nest, but for one case: the purge
+ * thread's start (pthread_create, which allocates) at the very end of a
+ * region leaves it OUT early, with nothing left to do in it. */
 #ifndef SPRY_GUARD_H
 #define SPRY_GUARD_H
 
@@ -64,9 +66,9 @@ static inline void spry_heap_leave(spry_heap_t *heap) {
     atomic_store_explicit(&heap->busy, SPRY_GUARD_OUT, memory_order_release);
 }
 
-/* Purge passes: collects what a heap caches when its owner has not been in
- * a guarded path since the previous pass. True when the owner was, so that
- * a later pass looks again. */
+/* The purge thread's passes: collects what a heap caches once its owner has
+ * not been in a guarded path for several passes in a row (steal.c). True
+ * while a later pass should look at the heap again. */
 bool spry_heap_collect_idle(spry_heap_t *heap);
 
 #endif
