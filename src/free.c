@@ -119,11 +119,9 @@ static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_p
  * division by the odd part of the size, on these frees only). */
 #define FREE_CHECKED_ABOVE ((size_t)128 * 1024)
 
-static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p) {
-    if (!spry_page_class_block_start(page, p)) {
-        spry_report_error("free", "invalid pointer", p);
-        return;
-    }
+/* Marks p freed and pushes it into the caller's block cache; inline in both
+ * callers, so that each stays without a frame. */
+static inline __attribute__((always_inline)) void free_into_cache(spry_page_t *page, void *p) {
     spry_block_mark_free(p, page);
     spry_heap_t *heap = spry_tls_heap;
     if (spry_likely(spry_heap_try_enter(heap))) {
@@ -132,6 +130,14 @@ static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p
         if (spry_likely(kept)) return;
     }
     free_cached_slow(heap, page, p);
+}
+
+static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p) {
+    if (!spry_page_class_block_start(page, p)) {
+        spry_report_error("free", "invalid pointer", p);
+        return;
+    }
+    free_into_cache(page, p);
 }
 
 /* The owner's free of a block above 1 KiB (CACHED) or into its full class
@@ -143,14 +149,7 @@ void spry_free_cached(spry_page_t *page, void *p) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
     if (spry_unlikely(page->block_size > FREE_CHECKED_ABOVE)) { free_cached_big(page, p); return; }
-    spry_block_mark_free(p, page);
-    spry_heap_t *heap = spry_tls_heap;
-    if (spry_likely(spry_heap_try_enter(heap))) {
-        bool kept = spry_bcache_push(heap, page, p);
-        spry_heap_leave(heap);
-        if (spry_likely(kept)) return;
-    }
-    free_cached_slow(heap, page, p);
+    free_into_cache(page, p);
 }
 
 void spry_free_slow(spry_page_t *page, void *p) {
@@ -163,6 +162,7 @@ void spry_free_slow(spry_page_t *page, void *p) {
     if (mine == SPRY_KEY_SLOW && p == page->start && spry_block_marker(p) != page &&
         page->kind == SPRY_PAGE_LARGE && spry_heap_try_enter(page->heap)) {
         spry_heap_t *heap = page->heap;
+        bool was_empty = heap->hot_bytes == 0;
         bool kept = spry_large_hot_push(heap, page);
         if (kept) {
             spry_block_mark_free(p, page);
@@ -170,7 +170,9 @@ void spry_free_slow(spry_page_t *page, void *p) {
         }
         spry_heap_leave(heap);
         if (kept) {
-            spry_purge_start_point();      /* see spry_large_hot_push */
+            /* the push into an empty hot cache told the purge thread (see
+             * spry_large_hot_push), which may need starting */
+            if (spry_unlikely(was_empty)) spry_purge_start_point();
             return;
         }
     }

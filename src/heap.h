@@ -17,6 +17,10 @@ spry_heap_t *spry_heap_acquire(void);
 /* Collects remote frees and returns every empty page and hot large span of
  * a heap the caller owns (its own, or a dormant one it claimed). */
 void  spry_heap_collect(spry_heap_t *heap);
+/* The caller owns the heap (or holds its guard's collection): the block
+ * cache and the hot spans back to their pages and segments, and the empty
+ * pages of class `from` and up released (pinned ones included). */
+void  spry_heap_drop_caches(spry_heap_t *heap, unsigned from);
 /* The purge thread's pass over all heaps; true while memory waits. */
 bool  spry_heaps_purge(bool force, bool collect_idle);
 /* Every heap ever made, through all_next (dormant ones included); safe to

@@ -1,8 +1,6 @@
 /* Collecting an idle heap's caches from a purge pass; see guard.h. */
 #include "guard.h"
-#include "block_cache.h"
-#include "large.h"
-#include "queue.h"
+#include "heap.h"
 #include "sizeclass.h"
 #include "os.h"
 #include "stats.h"
@@ -51,9 +49,7 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
      * so that idle heaps do not keep the purge thread from leaving. */
     bool fenced = spry_os_fence_all();
     if (fenced && atomic_load_explicit(&heap->busy, memory_order_acquire) == 0) {
-        spry_bcache_flush(heap);
-        if (heap->hot_bytes) spry_large_hot_flush(heap);
-        spry_queues_release_empty(heap, spry_class_of(SPRY_SMALL_MAX + 1));
+        spry_heap_drop_caches(heap, spry_class_of(SPRY_SMALL_MAX + 1));
         spry_stat_add(&spry_stat.idle_collections, 1);
     } else if (fenced) {
         heap->idle_collected = 0;       /* came back meanwhile */
