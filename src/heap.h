@@ -10,6 +10,9 @@
 void *spry_heap_malloc(size_t n, spry_heap_t *heap);
 /* An 8-byte block (class 0: never in direct[], see page.h). */
 void *spry_heap_malloc_tiny(spry_heap_t *heap);
+/* A block of n bytes (n <= SPRY_LARGE_MAX) in a span of slices of its own,
+ * which realloc can grow in place (alloc.c). */
+void *spry_heap_malloc_span(spry_heap_t *heap, size_t n);
 /* Allocation of n bytes aligned to `align` (a power of two > 16). */
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */

@@ -38,6 +38,16 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
      * in between, may have brought large pages back.) */
     spry_page_t *page = hot_pop(heap, slices, align);
     if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1, align);
+    /* A block realloc grows (SPRY_ALIGN_GROWABLE) takes the shortest longer
+     * one: it will likely grow into that resident tail. (Each growing
+     * string taking a fresh span had filled the hot cache with one grown
+     * span per string built: 4 MiB.) Beyond 4 times its slices the tail goes
+     * back to the segment, where the purge finds it, and where the block
+     * may still grow into it. */
+    if (!page && align == SPRY_ALIGN_GROWABLE) {
+        for (unsigned s = slices + 2; !page && s < SPRY_SPAN_CACHE_SLOTS; s++) page = hot_pop(heap, s, 1);
+        if (page && page->slice_count > 4 * slices) spry_span_cut(heap, page, 4 * slices);
+    }
     if (page) return spry_large_reuse(heap, page, usable);
     /* spans start on 64 KiB slices: a larger alignment is a slice multiple */
     unsigned step = align > SPRY_SLICE_SIZE ? (unsigned)(align >> SPRY_SLICE_SHIFT) : 1;

@@ -204,12 +204,36 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
     return page;
 }
 
+/* Gives the slices of a span after its first `keep` back (free, dirty).
+ * heap->lock held. */
+static void span_cut_locked(spry_heap_t *heap, spry_page_t *page, unsigned keep) {
+    spry_segment_t *seg = spry_segment_of(page);
+    unsigned first = page_slice(page), have = page->slice_count;
+    seg->free_mask |= SLICE_BITS(first + keep, have - keep);
+    for (unsigned i = first + keep; i < first + have; i++) seg->slice_page[i] = &spry_empty_page;
+    spry_purge_notify();
+    heap_count(&heap->span_in_use, 0, (size_t)(have - keep) * SPRY_SLICE_SIZE);
+    heap_count(&heap->span_dirty, (size_t)(have - keep) * SPRY_SLICE_SIZE, 0);
+    page->slice_count = (uint8_t)keep;
+}
+
+void spry_span_cut(spry_heap_t *heap, spry_page_t *page, unsigned keep) {
+    spry_lock(&heap->lock);
+    span_cut_locked(heap, page, keep);
+    spry_unlock(&heap->lock);
+}
+
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = page_slice(page);
     unsigned have = page->slice_count;
     unsigned need = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
-    if (need == have) { page->block_size = usable; return true; }
+    /* growth within the span: its tail is the block's already (a shrink
+     * to fewer slices gives the tail back) */
+    if (need == have || (need < have && usable >= page->block_size)) {
+        page->block_size = usable;
+        return true;
+    }
     if (first + need > SPRY_SLICES) return false;
     spry_lock(&heap->lock);
     if (need > have) {
@@ -225,12 +249,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
         if (was_dirty)
             heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
     } else {
-        uint64_t tail = SLICE_BITS(first + need, have - need);
-        seg->free_mask |= tail;
-        for (unsigned i = first + need; i < first + have; i++) seg->slice_page[i] = &spry_empty_page;
-        spry_purge_notify();
-        heap_count(&heap->span_in_use, 0, (size_t)(have - need) * SPRY_SLICE_SIZE);
-        heap_count(&heap->span_dirty, (size_t)(have - need) * SPRY_SLICE_SIZE, 0);
+        span_cut_locked(heap, page, need);
     }
     page->slice_count = (uint8_t)need;
     page->block_size = usable;

@@ -20,9 +20,12 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page);
 size_t spry_heap_share(size_t bytes);
 
 /* Resizes a large block's span in place to hold `usable` bytes: more slices
- * when the ones after it are free, fewer by giving the tail back. The caller
- * owns the page. False when it cannot grow in place. */
+ * when the ones after it are free; a shrink to fewer slices gives the tail
+ * back, a growth that still fits keeps them all. The caller owns the page.
+ * False when it cannot grow in place. */
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable);
+/* Gives back the slices of an owned span after its first `keep`. */
+void spry_span_cut(spry_heap_t *heap, spry_page_t *page, unsigned keep);
 /* The purge thread's side of a heap gone over its free-memory budget. */
 void spry_heap_trim_urgent(spry_heap_t *heap);
 /* Purges the heap's free slices that were free at the previous call (all if
