@@ -187,15 +187,16 @@ asm
   jz     OutOfMemory
 end;
 
-{ Growth of a block that must move goes at least to GrowFactor times its
-  usable size (below GrowCap). The RTL grows an AnsiString by exactly the
-  piece appended (SetLength asks MemSize first and reallocates only when the
-  string no longer fits): with spry's size classes (4 a doubling) a string
-  grown 20 bytes at a time to 200 KB moved through 62 classes, copied each
-  time, and left one touched block in each of them in the thread's block
-  cache: 2.0 MB resident per thread (RTL heap and glibc grow in place). At
-  2x it moves 14 times and keeps 0.5 MB. Above GrowCap spry's large and huge
-  blocks grow in place (or are too big to double). }
+{ Growth of a block that must move goes at least to twice its usable size
+  (below GrowCap). The RTL grows an AnsiString by exactly the piece appended
+  (SetLength asks MemSize first and reallocates only when the string no
+  longer fits): with spry's size classes (8 a doubling) a string grown 20
+  bytes at a time passes a class every few appends, and each move copies it
+  and leaves a block of the class behind in the thread's block cache. Once
+  above 16 KiB spry_realloc itself moves such a block into a span of its
+  own and grows it in place from then on, so this matters below that: one
+  move a doubling instead of eight (the seed-001 string builders measured
+  the same with the doubling stopped at 16 KiB). }
 const
   GrowCap = 1 shl 20;
 
