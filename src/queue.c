@@ -3,9 +3,8 @@
  * heap->queues[c] lists the pages of class c that may have free blocks;
  * queues[c].first is the page malloc pops from, mirrored in direct[] for
  * sizes up to SMALL_MAX. A page found with nothing to give is unlinked and its
- * key gets SPRY_KEY_FULL, so that the owner's frees of its blocks take the
- * slow path, which links it back (spry_heap_free_full: at once, or for pages
- * of small blocks once enough of them are free). */
+ * key gets SPRY_KEY_FULL, so that the next free of one of its blocks by the
+ * owner takes the slow path and links it back (spry_heap_free_full). */
 #include "queue.h"
 #include "page.h"
 #include "segment.h"
@@ -132,30 +131,15 @@ void spry_page_empty(spry_page_t *page) {
     spry_purge_start_point();
 }
 
-/* A full page of blocks of 1 KiB or less sleeps until a sixteenth of its
- * blocks (at least 2) are free again: the owner's frees go on its list, and
- * it goes back into its queue only then (snmalloc's sleeping slabs). Woken at
- * its first free, a page came back with one block: with a large live set of
- * mixed sizes 4 in 10 frees met a full page, and each woken page headed its
- * queue for a single malloc (a slow path, a direct[] rewrite, the pin moved,
- * then full again): 40% of spry's instructions there. At most a sixteenth
- * of a full page's blocks wait so; remote frees (the inbox) still wake it at
- * once, and a page whose blocks all come back goes to its segment as
- * before. */
-#define WAKE(page) ((page)->reserved / 16 > 2 ? (page)->reserved / 16 : 2)
-
-bool spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
+void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     b->next = page->free;
     page->free = b;
-    if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) &&
-        (page->block_size > SPRY_SMALL_MAX || page->reserved - page->used + 1 >= WAKE(page))) {
+    if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL)) {
         spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
         xfree_set_notify(page, false);
         spry_queue_push_back_in(heap, page);
     }
-    if (--page->used) return false;
-    spry_page_release(heap, page);
-    return true;
+    if (--page->used == 0) spry_page_release(heap, page);
 }
 
 void *spry_class_alloc(spry_heap_t *heap, unsigned c) {

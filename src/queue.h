@@ -38,10 +38,8 @@ void  spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page);
 void  spry_page_release(spry_heap_t *heap, spry_page_t *page);
 /* The owner saw page->used drop to 0 on the fast path. */
 void  spry_page_empty(spry_page_t *page);
-/* The owner frees a block of a page whose key says FULL (or of any page,
- * from its block cache); true when that emptied the page and it went back
- * to its segment. */
-bool  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
+/* The owner frees a block of a page whose key says FULL. */
+void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 /* Collects the remote frees of every queued page of class `from` and up,
  * unpins the queue heads and releases the pages left empty (thread exit,
  * trim: from 0; an idle heap's collection: the classes above 1 KiB). */
