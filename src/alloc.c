@@ -82,15 +82,17 @@ static void *realloc_invalid(void *p) {
  * size (a block grown step by step, not one reused for a bigger size: seed
  * 000's shrink test grows 1-byte strings to 20 KB, and a span each time
  * made it 19% slower), moves into a span of slices of its own (64 KiB each,
- * only the bytes written resident), where later growth takes no copy: the
- * span's tail, then the free slices after it. In class pages a block grown
- * a few bytes at a time (a string appended to) left a block of every class
- * it passed in the block cache, resident: a 200 KB string's growth kept
- * about 9 times its size per thread (1.8 MB; glibc, which grows it into
- * the free chunk after it, 0.2). Below this the classes passed add up to
- * at most 9 x 16 KiB, and a span's 64 KiB of address space would be more
- * than 4 times the block. */
-#define REALLOC_SPAN_MIN ((size_t)16 * 1024)
+ * only the bytes written resident: large.c), where later growth takes no
+ * copy: the span's tail, then the free slices after it. In class pages a
+ * block grown a few bytes at a time (a string appended to) left a block of
+ * every class it passed in the block cache, resident: a 200 KB string's
+ * growth kept about 9 times its size per thread (1.8 MB; glibc, which
+ * grows it into the free chunk after it, 0.2). Below this the classes
+ * passed add up to at most 9 x 32 KiB; a span's 64 KiB of address space
+ * would be more than twice the block, and each span holds one block, so
+ * many of them lengthen the segment walk of span allocation (160,000
+ * blocks grown to 20 KB ran 5x slower with 16 KiB here). */
+#define REALLOC_SPAN_MIN ((size_t)32 * 1024)
 
 /* Moves p (old usable bytes) to a new block of n bytes. A shrink to a much
  * smaller size moves too, so the big block is reused (seed 000: 3 M strings

@@ -86,14 +86,6 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
 }
 
 void *spry_heap_malloc_span(spry_heap_t *heap, size_t n) {
-    /* the span freed last, as for a large malloc: strings built one after
-     * another each grow in the span the one before left (through the slow
-     * path's chores, a span each time cost 45% on 20 KB strings) */
-    if (spry_likely(spry_heap_try_enter(heap))) {
-        void *p = spry_large_pop_hot(heap, spry_good_size_of(n));
-        spry_heap_leave(heap);
-        if (spry_likely(p != NULL)) return p;
-    }
     return heap_malloc_slow(heap, n, SPRY_ALIGN_GROWABLE);
 }
 

@@ -40,20 +40,17 @@ static inline spry_page_t *spry_large_hot_unlink(spry_heap_t *heap, spry_page_t 
     return page;
 }
 
-/* The hot cache's block of `usable` bytes (a good size), or of n bytes
- * (128 KiB < n <= SPRY_LARGE_MAX), or NULL (no lock, no search).
+/* The hot cache's block of n's span size, or NULL (no lock, no search).
  * Inline in the malloc path, which then needs no frame before its slow
  * path. */
-static inline void *spry_large_pop_hot(spry_heap_t *heap, size_t usable) {
+static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
+    size_t usable = spry_large_size_of(n);
     unsigned s = (unsigned)((usable + SPRY_SLICE_SIZE - 1) >> SPRY_SLICE_SHIFT);
     /* hot_pop for any alignment, inline: the span freed last, or one a
      * slice longer (its tail stays untouched); without the second, 27% of
      * the mallocs of a 128-256 KiB churn went to the slow path to find it */
     if (!heap->hot[s] && !heap->hot[++s]) return NULL;   /* at most hot[SPRY_SPAN_CACHE_SLOTS] */
     return spry_large_reuse(heap, spry_large_hot_unlink(heap, &heap->hot[s], s), usable);
-}
-static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
-    return spry_large_pop_hot(heap, spry_large_size_of(n));
 }
 
 /* Keeps an emptied large page in the hot cache; false when the cache is full

@@ -52,18 +52,46 @@ static inline void heap_peak(spry_heap_t *heap) {
     if (v > heap->span_in_use_peak) heap->span_in_use_peak = v;
 }
 
+/* The heap's segment list keeps those with free slices ahead of the full
+ * ones, so that span allocation stops at the first full one: with
+ * thousands of segments full of one-block spans (blocks realloc grew,
+ * alloc.c) each span allocation walked them all, three times. */
 static void segment_link(spry_heap_t *heap, spry_segment_t *seg) {
     seg->prev = NULL;
     seg->next = heap->segments;
-    if (heap->segments) heap->segments->prev = seg;
+    if (heap->segments) heap->segments->prev = seg; else heap->segments_last = seg;
     heap->segments = seg;
+    heap->segment_count++;
+}
+
+static void segment_link_last(spry_heap_t *heap, spry_segment_t *seg) {
+    seg->next = NULL;
+    seg->prev = heap->segments_last;
+    if (heap->segments_last) heap->segments_last->next = seg; else heap->segments = seg;
+    heap->segments_last = seg;
     heap->segment_count++;
 }
 
 static void segment_unlink(spry_heap_t *heap, spry_segment_t *seg) {
     if (seg->prev) seg->prev->next = seg->next; else heap->segments = seg->next;
-    if (seg->next) seg->next->prev = seg->prev;
+    if (seg->next) seg->next->prev = seg->prev; else heap->segments_last = seg->prev;
     heap->segment_count--;
+}
+
+/* After slices were taken: a segment left without free slices goes last. */
+static void segment_taken(spry_heap_t *heap, spry_segment_t *seg) {
+    if (seg->free_mask == 0 && seg != heap->segments_last) {
+        segment_unlink(heap, seg);
+        segment_link_last(heap, seg);
+    }
+}
+
+/* After slices came back: a segment that had none free goes first. */
+static void segment_gained(spry_heap_t *heap, spry_segment_t *seg, uint64_t free_before) {
+    if (free_before == 0 && seg != heap->segments) {
+        segment_unlink(heap, seg);
+        segment_link(heap, seg);
+    }
 }
 
 static spry_segment_t *segment_create(spry_heap_t *heap) {
@@ -128,7 +156,9 @@ static void cache_flush(spry_heap_t *heap, bool all) {
             *link = page->next;
             spry_segment_t *seg = spry_segment_of(page);
             unsigned first = page_slice(page);
+            uint64_t before = seg->free_mask;
             seg->free_mask |= SLICE_BITS(first, s);
+            segment_gained(heap, seg, before);
             slices_forget(seg, first, s);
             heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
         }
@@ -164,17 +194,18 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
     int at = -1;
     /* Hot first: a run of slices still resident from their last use costs no
      * page faults and adds nothing to RSS; then any free run. */
-    for (seg = heap->segments; seg; seg = seg->next)
+    for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
         if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
-    if (!seg && heap->span_cached) {
+    if (at < 0 && heap->span_cached) {
         /* Cached spans of other sizes: resident memory beats fresh memory. */
         cache_flush(heap, true);
-        for (seg = heap->segments; seg; seg = seg->next)
+        for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
     }
-    if (!seg)
-        for (seg = heap->segments; seg; seg = seg->next)
+    if (at < 0)
+        for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
+    if (at < 0) seg = NULL;
     if (!seg) {
         seg = segment_create(heap);
         if (!seg) { spry_unlock(&heap->lock); errno = ENOMEM; return NULL; }
@@ -189,6 +220,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
     seg->free_mask &= ~bits;
     seg->dirty_mask |= bits;
     seg->aging_mask &= ~bits;
+    segment_taken(heap, seg);
     for (unsigned i = 0; i < slices; i++) seg->slice_page[at + i] = &seg->pages[at];
     heap_count(&heap->span_in_use, (size_t)slices * SPRY_SLICE_SIZE, 0);
     heap_peak(heap);
@@ -209,7 +241,9 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
 static void span_cut_locked(spry_heap_t *heap, spry_page_t *page, unsigned keep) {
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = page_slice(page), have = page->slice_count;
+    uint64_t before = seg->free_mask;
     seg->free_mask |= SLICE_BITS(first + keep, have - keep);
+    segment_gained(heap, seg, before);
     for (unsigned i = first + keep; i < first + have; i++) seg->slice_page[i] = &spry_empty_page;
     spry_purge_notify();
     heap_count(&heap->span_in_use, 0, (size_t)(have - keep) * SPRY_SLICE_SIZE);
@@ -243,6 +277,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
         seg->free_mask &= ~more;
         seg->dirty_mask |= more;
         seg->aging_mask &= ~more;
+        segment_taken(heap, seg);
         for (unsigned i = first + have; i < first + need; i++) seg->slice_page[i] = page;
         heap_count(&heap->span_in_use, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
         heap_peak(heap);
@@ -345,7 +380,12 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     heap_count(&heap->span_dirty, bytes, 0);
     size_t budget = heap_budget(heap);
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
-    else { seg->free_mask |= bits; slices_forget(seg, first, page->slice_count); }
+    else {
+        uint64_t before = seg->free_mask;
+        seg->free_mask |= bits;
+        segment_gained(heap, seg, before);
+        slices_forget(seg, first, page->slice_count);
+    }
     bool over = atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget;
     /* Over budget: the purge thread does it at once, off this thread's
      * path (a mass free should not wait for madvise); without it, here. */

@@ -201,7 +201,8 @@ typedef struct spry_heap {
     spry_page_t *_Atomic inbox;
     /* span level: segments, their masks; owner slow path + purge thread */
     spry_lock_t lock;
-    spry_segment_t *segments;
+    spry_segment_t *segments;           /* those with free slices first */
+    spry_segment_t *segments_last;
     size_t segment_count;
     /* bytes of slices in pages / free but maybe resident; written under the
      * lock (plain load+store), read by statistics without it */
