@@ -193,10 +193,10 @@ end;
   longer fits): with spry's size classes (8 a doubling) a string grown 20
   bytes at a time passes a class every few appends, and each move copies it
   and leaves a block of the class behind in the thread's block cache. Once
-  above 16 KiB spry_realloc itself moves such a block into a span of its
+  above 32 KiB spry_realloc itself moves such a block into a span of its
   own and grows it in place from then on, so this matters below that: one
-  move a doubling instead of eight (the seed-001 string builders measured
-  the same with the doubling stopped at 16 KiB). }
+  move a doubling instead of eight (with spans from 16 KiB, the seed-001
+  string builders measured the same with the doubling stopped there). }
 const
   GrowCap = 1 shl 20;
 
