@@ -32,15 +32,6 @@ static void bcache_drain(spry_heap_t *heap, spry_block_cache_t *bc, uint32_t n) 
 void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     spry_block_cache_t *bc = &heap->bcache[page->class_idx];
     size_t size = page->block_size;
-    if (size <= SPRY_SMALL_MAX) {
-        /* Pages of hundreds of small blocks seldom fill and empty again:
-         * requeuing one costs less than sending all its blocks round the
-         * cache, off the fast paths (16-128 B, 4,096 live: 5.6 k page
-         * flips per million calls against 112 k cached frees and pops). */
-        spry_heap_free_full(heap, page, b);
-        spry_purge_start_point();
-        return;
-    }
     if (!bc->limit) {
         bc->limit = class_limit(size);
         bc->room = (int16_t)bc->limit;

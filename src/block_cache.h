@@ -25,7 +25,10 @@
  * a block in the cache. Pages of 1 KiB blocks or less (64 and more a page,
  * and class 0 with its live bitmap) are requeued as before: they seldom
  * fill up and empty again, so sending all their blocks round the cache,
- * off the fast paths, cost more than the flips it saved.
+ * off the fast paths, cost more than the flips it saved (16-128 B, 4,096
+ * live: 5.6 k page flips per million calls against 112 k cached frees and
+ * pops). The owner's frees into their full pages never reach the cache
+ * (free.c, free_cached_slow).
  *
  * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
  * blocks would pin too many pages); per heap a quarter of the bytes its

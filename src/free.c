@@ -105,9 +105,19 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
     spry_report_error("free", "invalid pointer", p);
 }
 
-/* spry_free_cached's rarer cases: over the cache's bounds, or while the
- * heap's caches are being collected (guard.h). */
+/* spry_free_cached's rarer cases: blocks of full pages of 1 KiB blocks or
+ * less, over the cache's bounds, or while the heap's caches are being
+ * collected (guard.h). */
 static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p) {
+    if (page->block_size <= SPRY_SMALL_MAX) {
+        /* a full page of 1 KiB blocks or less (never cached: its push
+         * failed) takes its block back and goes back into its queue
+         * (block_cache.h); out of the idle collection's reach, like its
+         * fast paths: no guard */
+        spry_heap_free_full(heap, page, p);
+        spry_purge_start_point();
+        return;
+    }
     spry_heap_enter(heap);
     if (!spry_bcache_push(heap, page, p)) spry_bcache_push_over(heap, page, p);
     spry_heap_leave(heap);
@@ -141,8 +151,8 @@ static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p
 }
 
 /* The owner's free of a block above 1 KiB (CACHED) or into its full class
- * page: into the block cache (which sends blocks of 1 KiB or less back to
- * their pages). Not checked for a block start, like the fast path's frees.
+ * page: into the block cache (blocks of 1 KiB or less back to their pages:
+ * free_cached_slow). Not checked for a block start, like the fast path's frees.
  * Apart from spry_free_slow, with no frame: 4,000-byte pairs took 98
  * instructions through it, tcmalloc's 78. */
 void spry_free_cached(spry_page_t *page, void *p) {

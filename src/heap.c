@@ -99,6 +99,21 @@ void *spry_heap_malloc_tiny(spry_heap_t *heap) {
     return heap_malloc_slow(heap, 8, 1);
 }
 
+/* Another page already in the class's queue, without the slow path's
+ * chores: with a large live set of small blocks most pages hold one or two
+ * blocks freed into them while full, and the queue's head changes every
+ * few mallocs (a mixed-size test at 200,000 live: 455 M -> 412 M
+ * instructions in all). The chores (remote frees out and in, the inline
+ * purge) still run before a new page is taken. */
+static __attribute__((noinline)) void *heap_malloc_queued(size_t n, spry_heap_t *heap, unsigned c) {
+    void *p = NULL;
+    if (spry_likely(spry_heap_try_enter(heap))) {
+        p = spry_class_alloc_queued(heap, c);
+        spry_heap_leave(heap);
+    }
+    return p ? p : heap_malloc_slow(heap, n, 1);
+}
+
 /* After the fast path and the block cache found nothing: the same pop as
  * the fast path on the class's page, or for a large block the hot cache's
  * span of its size (freed last), else the slow path. (The empty heap's
@@ -107,8 +122,14 @@ static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *
     void *p = NULL;
     if (spry_likely(spry_heap_try_enter(heap))) {
         if (spry_likely(n <= SPRY_PAGED_MAX)) {
-            spry_page_t *page = heap->queues[spry_class_of(n)].first;
-            if (spry_likely(page && page->free)) p = spry_page_pop(page);
+            unsigned c = spry_class_of(n);
+            spry_page_t *page = heap->queues[c].first;
+            if (spry_likely(page && page->free)) {
+                p = spry_page_pop(page);
+            } else if (page) {
+                spry_heap_leave(heap);
+                return heap_malloc_queued(n, heap, c);    /* a tail call: no frame here */
+            }
         } else if (n <= SPRY_LARGE_MAX) {
             p = spry_large_alloc_hot(heap, n);
         }

@@ -16,8 +16,10 @@
 /* Class 0 is never in direct[]: its blocks are handed out on the slow path
  * (their live bitmap, see page.h). */
 /* Every class in the table covers a multiple of 8 byte sizes (8 for class
- * 1, then 16, 32, 64), written four entries at a time with two 16-byte
- * stores: a page switch at large working sets rewrites up to 64 entries. */
+ * 1, then 16, 32, 64), written eight entries at a time with four 16-byte
+ * stores: a page switch at large working sets rewrites up to 64 entries
+ * (with a large live set of mixed sizes, a switch every few mallocs: the
+ * loop's own instructions were half of it at two stores a turn). */
 typedef uintptr_t direct_pair_t __attribute__((vector_size(16), aligned(8), may_alias));
 
 static void direct_update(spry_heap_t *heap, unsigned c) {
@@ -25,9 +27,11 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
     if (c == 0 || size > SPRY_SMALL_MAX) return;
     spry_page_t *page = heap->queues[c].first ? heap->queues[c].first : &spry_empty_page;
     direct_pair_t v = { (uintptr_t)page, (uintptr_t)page };
-    for (size_t n = spry_class_size(c - 1) + 1; n <= size; n += 4) {
+    for (size_t n = spry_class_size(c - 1) + 1; n <= size; n += 8) {
         *(direct_pair_t *)&heap->direct[n] = v;
         *(direct_pair_t *)&heap->direct[n + 2] = v;
+        *(direct_pair_t *)&heap->direct[n + 4] = v;
+        *(direct_pair_t *)&heap->direct[n + 6] = v;
     }
 }
 
@@ -142,7 +146,7 @@ void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) 
     if (--page->used == 0) spry_page_release(heap, page);
 }
 
-void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
+void *spry_class_alloc_queued(spry_heap_t *heap, unsigned c) {
     spry_page_queue_t *q = &heap->queues[c];
     spry_page_t *page = q->first;
     while (page) {
@@ -159,7 +163,13 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
         spry_key_set(page, spry_key_get(page) | SPRY_KEY_FULL);
         page = next;
     }
-    page = spry_span_alloc(heap, spry_class_slices(c), 1);
+    return NULL;
+}
+
+void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
+    void *p = spry_class_alloc_queued(heap, c);
+    if (p) return p;
+    spry_page_t *page = spry_span_alloc(heap, spry_class_slices(c), 1);
     if (!page) return NULL;
     spry_page_init_class(heap, page, c);
     spry_page_refill(page);

@@ -27,6 +27,9 @@ static inline void *spry_page_pop(spry_page_t *page) {
 /* A block of class c from the first page of its queue that has one (pages
  * found full leave the queue), or from a new page. NULL when out of memory. */
 void *spry_class_alloc(spry_heap_t *heap, unsigned c);
+/* The same from the pages already queued only: NULL when none has a free
+ * block (the malloc slow path's chores, then a new page, are needed). */
+void *spry_class_alloc_queued(spry_heap_t *heap, unsigned c);
 /* Makes the page the one its class queue pops from. */
 void  spry_queue_push_front(spry_heap_t *heap, spry_page_t *page);
 /* A page full until now: second in its queue while the head has free
