@@ -100,14 +100,21 @@ void *spry_heap_malloc_tiny(spry_heap_t *heap) {
 }
 
 /* Another page already in the class's queue, without the slow path's
- * chores: with a large live set of small blocks most pages hold one or two
- * blocks freed into them while full, and the queue's head changes every
- * few mallocs (a mixed-size test at 200,000 live: 455 M -> 412 M
- * instructions in all). The chores (remote frees out and in, the inline
- * purge) still run before a new page is taken. */
+ * chores when none waits: with a large live set of small blocks most pages
+ * hold one or two blocks freed into them while full, and the queue's head
+ * changes every few mallocs (a mixed-size test at 200,000 live: 455 M ->
+ * 415 M instructions in all). Remote frees out or in, or a trim another
+ * thread asked for, send it the slow way, and so does a new page; the
+ * inline purge (no purge thread) is polled here too. Skipping all of them
+ * left a thread that switched pages of one class forever holding 64 MB
+ * that another thread had freed into its inbox (a review; test
+ * page_switch_chores). */
 static __attribute__((noinline)) void *heap_malloc_queued(size_t n, spry_heap_t *heap, unsigned c) {
     void *p = NULL;
-    if (spry_likely(spry_heap_try_enter(heap))) {
+    if (spry_likely(!heap->outbox_pending && !atomic_load_explicit(&heap->inbox, memory_order_relaxed) &&
+                    !atomic_load_explicit(&heap->trim_request, memory_order_relaxed)) &&
+        spry_likely(spry_heap_try_enter(heap))) {
+        spry_purge_poll();
         p = spry_class_alloc_queued(heap, c);
         spry_heap_leave(heap);
     }
