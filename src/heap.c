@@ -103,7 +103,7 @@ void *spry_heap_malloc_tiny(spry_heap_t *heap) {
  * chores when none waits: with a large live set of small blocks most pages
  * hold one or two blocks freed into them while full, and the queue's head
  * changes every few mallocs (a mixed-size test at 200,000 live: 455 M ->
- * 415 M instructions in all). Remote frees out or in, or a trim another
+ * 422 M instructions in all). Remote frees out or in, or a trim another
  * thread asked for, send it the slow way, and so does a new page; the
  * inline purge (no purge thread) is polled here too. Skipping all of them
  * left a thread that switched pages of one class forever holding 64 MB

@@ -11,8 +11,9 @@
 
 /* A large block of n bytes (n <= SPRY_LARGE_MAX) aligned to `align` (a
  * power of two up to SPRY_LARGE_MAX; 1 when the 64 KiB of every span is
- * enough; SPRY_ALIGN_GROWABLE for a block realloc grows, which may take a
- * longer span): hot cache first, then a span. NULL when out of memory. */
+ * enough; SPRY_ALIGN_GROWABLE for a block realloc grows, which takes a
+ * longer hot span too, cut to its size): hot cache first, then a span.
+ * NULL when out of memory. */
 #define SPRY_ALIGN_GROWABLE SPRY_SLICE_SIZE    /* every span is aligned so */
 void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align);
 /* The block of a large page: a page from the hot cache was a large page
