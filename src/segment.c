@@ -78,20 +78,36 @@ static void segment_unlink(spry_heap_t *heap, spry_segment_t *seg) {
     heap->segment_count--;
 }
 
-/* After slices were taken: a segment left without free slices goes last. */
-static void segment_taken(spry_heap_t *heap, spry_segment_t *seg) {
+/* Slices first..first+n-1 of seg join `page`'s span: out of the free mask,
+ * dirty from now on, counted in use. A segment left without free slices goes
+ * last. Returns those that were dirty already. heap->lock held. */
+static uint64_t slices_take(spry_heap_t *heap, spry_segment_t *seg, unsigned first, unsigned n,
+                            spry_page_t *page) {
+    uint64_t bits = SLICE_BITS(first, n);
+    uint64_t was_dirty = bits & seg->dirty_mask;
+    seg->free_mask &= ~bits;
+    seg->dirty_mask |= bits;
+    seg->aging_mask &= ~bits;
+    for (unsigned i = first; i < first + n; i++) seg->slice_page[i] = page;
+    heap_count(&heap->span_in_use, (size_t)n * SPRY_SLICE_SIZE, 0);
+    heap_peak(heap);
+    if (was_dirty)
+        heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
     if (seg->free_mask == 0 && seg != heap->segments_last) {
         segment_unlink(heap, seg);
         segment_link_last(heap, seg);
     }
+    return was_dirty;
 }
 
-/* After slices came back: a segment that had none free goes first. */
-static void segment_gained(spry_heap_t *heap, spry_segment_t *seg, uint64_t free_before) {
-    if (free_before == 0 && seg != heap->segments) {
+/* Slices back in the free mask (their counts are the caller's); a segment
+ * that had none free goes first. heap->lock held. */
+static void slices_give(spry_heap_t *heap, spry_segment_t *seg, uint64_t bits) {
+    if (seg->free_mask == 0 && seg != heap->segments) {
         segment_unlink(heap, seg);
         segment_link(heap, seg);
     }
+    seg->free_mask |= bits;
 }
 
 static spry_segment_t *segment_create(spry_heap_t *heap) {
@@ -156,9 +172,7 @@ static void cache_flush(spry_heap_t *heap, bool all) {
             *link = page->next;
             spry_segment_t *seg = spry_segment_of(page);
             unsigned first = page_slice(page);
-            uint64_t before = seg->free_mask;
-            seg->free_mask |= SLICE_BITS(first, s);
-            segment_gained(heap, seg, before);
+            slices_give(heap, seg, SLICE_BITS(first, s));
             slices_forget(seg, first, s);
             heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
         }
@@ -215,17 +229,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
         segment_unlink(heap, seg);
         segment_link(heap, seg);
     }
-    uint64_t bits = SLICE_BITS((unsigned)at, slices);
-    uint64_t was_dirty = bits & seg->dirty_mask;
-    seg->free_mask &= ~bits;
-    seg->dirty_mask |= bits;
-    seg->aging_mask &= ~bits;
-    segment_taken(heap, seg);
-    for (unsigned i = 0; i < slices; i++) seg->slice_page[at + i] = &seg->pages[at];
-    heap_count(&heap->span_in_use, (size_t)slices * SPRY_SLICE_SIZE, 0);
-    heap_peak(heap);
-    if (was_dirty)
-        heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
+    uint64_t was_dirty = slices_take(heap, seg, (unsigned)at, slices, &seg->pages[at]);
     spry_unlock(&heap->lock);
 
     spry_page_t *page = &seg->pages[at];
@@ -241,9 +245,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
 static void span_cut_locked(spry_heap_t *heap, spry_page_t *page, unsigned keep) {
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = page_slice(page), have = page->slice_count;
-    uint64_t before = seg->free_mask;
-    seg->free_mask |= SLICE_BITS(first + keep, have - keep);
-    segment_gained(heap, seg, before);
+    slices_give(heap, seg, SLICE_BITS(first + keep, have - keep));
     for (unsigned i = first + keep; i < first + have; i++) seg->slice_page[i] = &spry_empty_page;
     spry_purge_notify();
     heap_count(&heap->span_in_use, 0, (size_t)(have - keep) * SPRY_SLICE_SIZE);
@@ -273,16 +275,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     if (need > have) {
         uint64_t more = SLICE_BITS(first + have, need - have);
         if ((seg->free_mask & more) != more) { spry_unlock(&heap->lock); return false; }
-        uint64_t was_dirty = more & seg->dirty_mask;
-        seg->free_mask &= ~more;
-        seg->dirty_mask |= more;
-        seg->aging_mask &= ~more;
-        segment_taken(heap, seg);
-        for (unsigned i = first + have; i < first + need; i++) seg->slice_page[i] = page;
-        heap_count(&heap->span_in_use, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
-        heap_peak(heap);
-        if (was_dirty)
-            heap_count(&heap->span_dirty, 0, (size_t)__builtin_popcountll(was_dirty) * SPRY_SLICE_SIZE);
+        slices_take(heap, seg, first + have, need - have, page);
     } else {
         span_cut_locked(heap, page, need);
     }
@@ -381,9 +374,7 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     size_t budget = heap_budget(heap);
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
     else {
-        uint64_t before = seg->free_mask;
-        seg->free_mask |= bits;
-        segment_gained(heap, seg, before);
+        slices_give(heap, seg, bits);
         slices_forget(seg, first, page->slice_count);
     }
     bool over = atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget;
