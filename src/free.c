@@ -180,9 +180,7 @@ void spry_free_slow(spry_page_t *page, void *p) {
         }
         spry_heap_leave(heap);
         if (kept) {
-            /* the push into an empty hot cache told the purge thread (see
-             * spry_large_hot_push), which may need starting */
-            if (spry_unlikely(was_empty)) spry_purge_start_point();
+            if (spry_unlikely(was_empty)) spry_purge_wake();   /* see spry_large_hot_push */
             return;
         }
     }

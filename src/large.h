@@ -56,16 +56,16 @@ static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
 
 /* Keeps an emptied large page in the hot cache; false when the cache is full
  * (the caller frees the span). Inline: the owner's free of a large block
- * goes nowhere else. */
+ * goes nowhere else. A push into an empty hot cache must tell the purge
+ * thread (the caller's, after its guarded region: the heap may have been
+ * collected and the thread gone, and it must be there to see this one go
+ * idle; a call in here gave the free path a stack frame). */
 #define SPRY_HOT_PER_SLOT 16
 static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
     unsigned s = page->slice_count;
     size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
     if (heap->hot_count[s] >= SPRY_HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
         return false;
-    /* a heap whose hot cache was empty may have been collected and the
-     * purge thread gone: it must be there to see this one go idle */
-    if (heap->hot_bytes == 0) spry_purge_notify();
     page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
     spry_key_set(page, 0);
     page->next = heap->hot[s];

@@ -158,6 +158,11 @@ void spry_purge_start_point(void) {
     if (rc != 0) atomic_store(&purger_state, PURGER_UNAVAILABLE);
 }
 
+void spry_purge_wake(void) {
+    spry_purge_notify();
+    spry_purge_start_point();
+}
+
 void spry_purge_notify(void) {
     if (!spry_option(SPRY_OPT_PURGE_THREAD)) return;
     int st = atomic_load_explicit(&purger_state, memory_order_relaxed);

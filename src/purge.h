@@ -16,6 +16,8 @@ void spry_purge_notify(void);
 /* Starts the purge thread if a notify asked for it. Call only where no
  * allocator operation of this thread is under way (it allocates). */
 void spry_purge_start_point(void);
+/* Both: notify, then a start point (one call for the paths kept frameless). */
+void spry_purge_wake(void);
 /* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
 void spry_purge_poll(void);
 /* Everything free goes back to the kernel now. */

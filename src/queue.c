@@ -121,7 +121,13 @@ static bool xfree_set_notify(spry_page_t *page, bool on) {
 void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
     if (page->kind == SPRY_PAGE_FREE) return;     /* already given back */
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
-    if (page->kind == SPRY_PAGE_LARGE && spry_large_hot_push(heap, page)) return;
+    if (page->kind == SPRY_PAGE_LARGE) {
+        bool was_empty = heap->hot_bytes == 0;
+        if (spry_large_hot_push(heap, page)) {
+            if (was_empty) spry_purge_notify();             /* see spry_large_hot_push */
+            return;
+        }
+    }
     if (page->kind == SPRY_PAGE_CLASS) {
         if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
         else queue_remove(heap, page);
