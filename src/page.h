@@ -53,6 +53,11 @@ static inline bool spry_page_live_clear_at(spry_page_t *page, size_t i) {
     __atomic_store_n(w, v & ~bit, __ATOMIC_RELAXED);
     return true;
 }
+/* Owner: clears block i's bit, known to be set. */
+static inline void spry_page_live_drop_at(spry_page_t *page, size_t i) {
+    uint64_t bit, *w = spry_page_live_word_at(page, i, &bit);
+    __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~bit, __ATOMIC_RELAXED);
+}
 static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
     return spry_page_live_clear_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);
 }

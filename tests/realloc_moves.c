@@ -1,0 +1,148 @@
+/* realloc's two short moves (alloc.c realloc_to_tiny, realloc_from_tiny):
+ * a block of 16 B or more shrunk to 8 bytes or less goes to an 8-byte
+ * block, and an 8-byte block grown moves to its class; every kind of page
+ * the old block can be on (not full, full, blocks above 1 KiB that go to
+ * the block cache; 8-byte pages that empty). All 8 bytes survive, the old
+ * block is freed exactly once (a second free or realloc of it is reported),
+ * and no block is handed out twice. */
+#include "check.h"
+#include "reports.h"
+#include <spry.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const uint64_t PATTERN = 0x0123456789abcdefULL;
+
+static void *g_old;
+
+static void free_old(void *arg) {
+    (void)arg;
+    spry_free(g_old);
+}
+
+static void realloc_old(void *arg) {
+    (void)arg;
+    errno = 0;
+    CHECK(spry_realloc(g_old, 100) == NULL);
+    CHECK_EQ(errno, EINVAL);
+}
+
+/* The old block was freed by the move: freeing it again is reported. */
+static void check_old_freed(void *old, int freed_8byte) {
+    g_old = old;
+    size_t before = errors_now();
+    if (freed_8byte)
+        CHECK(count_reports(realloc_old, NULL, "realloc") == 1);
+    else
+        CHECK(count_reports(free_old, NULL, "double free") == 1);
+    CHECK_EQ(errors_now(), before + 1);
+}
+
+static void distinct(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) CHECKF(v[i] != v[j], "block %p handed out twice", (void *)v[i]);
+}
+
+/* count blocks of `size` (enough to fill class pages when many), every one
+ * shrunk to `to` bytes. The old block's second free is checked at once, on
+ * the second one, while the blocks after it keep its page in use (a page
+ * that empties is given back, and a free into it is another matter). */
+static void shrink_many(size_t size, size_t count, size_t to) {
+    char **v = malloc(count * sizeof *v), **w = malloc(count * sizeof *w);
+    CHECK(v && w);
+    for (size_t i = 0; i < count; i++) {
+        CHECK((v[i] = spry_malloc(size)) != NULL);
+        uint64_t x = PATTERN + i;
+        memcpy(v[i], &x, 8);
+        memset(v[i] + 8, 0x5a, size - 8);
+    }
+    for (size_t i = 0; i < count; i++) {
+        w[i] = spry_realloc(v[i], to);
+        CHECK(w[i] != NULL);
+        CHECKF(spry_usable_size(w[i]) == 8, "%zu B -> %zu B: %zu usable", size, to, spry_usable_size(w[i]));
+        uint64_t x;
+        memcpy(&x, w[i], 8);
+        CHECKF(x == PATTERN + i, "%zu B -> %zu B: bytes lost (%llx)", size, to, (unsigned long long)x);
+        if (i == 1) check_old_freed(v[i], 0);
+    }
+    distinct(w, count);
+    /* the old blocks are reusable and do not overlap the new ones */
+    for (size_t i = 0; i < count; i++) {
+        CHECK((v[i] = spry_malloc(size)) != NULL);
+        memset(v[i], 0xa5, size);
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint64_t x;
+        memcpy(&x, w[i], 8);
+        CHECK(x == PATTERN + i);
+        spry_free(v[i]);
+        spry_free(w[i]);
+    }
+    free(v);
+    free(w);
+}
+
+/* count 8-byte blocks (a page of them and more), each grown to `to`. */
+static void grow_many(size_t count, size_t to) {
+    char **v = malloc(count * sizeof *v), **w = malloc(count * sizeof *w);
+    CHECK(v && w);
+    for (size_t i = 0; i < count; i++) {
+        CHECK((v[i] = spry_malloc(8)) != NULL);
+        uint64_t x = PATTERN ^ i;
+        memcpy(v[i], &x, 8);
+    }
+    /* the first ones come from pages now full: those take the general path;
+     * free every other block of the first half so their pages are not */
+    for (size_t i = 0; i < count / 2; i += 2) {
+        spry_free(v[i]);
+        v[i] = NULL;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (!v[i]) { w[i] = NULL; continue; }
+        w[i] = spry_realloc(v[i], to);
+        CHECK(w[i] != NULL);
+        CHECK(spry_usable_size(w[i]) >= to);
+        uint64_t x;
+        memcpy(&x, w[i], 8);
+        CHECKF(x == (PATTERN ^ i), "8 B -> %zu B: bytes lost", to);
+        memset(w[i] + 8, 0x33, to - 8);
+        if (i == count / 2 + 1) check_old_freed(v[i], 1);
+    }
+    /* the 8-byte pages emptied: new 8-byte blocks overlap no grown block */
+    char **t = malloc(count * sizeof *t);
+    CHECK(t != NULL);
+    for (size_t i = 0; i < count; i++) {
+        CHECK((t[i] = spry_malloc(8)) != NULL);
+        memset(t[i], 0x77, 8);
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (!w[i]) continue;
+        uint64_t x;
+        memcpy(&x, w[i], 8);
+        CHECK(x == (PATTERN ^ i));
+        CHECK((unsigned char)w[i][to - 1] == 0x33);
+    }
+    distinct(t, count);
+    for (size_t i = 0; i < count; i++) {
+        spry_free(t[i]);
+        spry_free(w[i]);
+    }
+    free(t);
+    free(v);
+    free(w);
+}
+
+int main(void) {
+    watchdog_start(120);
+    static const size_t sizes[] = {16, 24, 100, 1024, 3000, 20000, 100000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t count = sizes[k] <= 1024 ? 5000 : 200;   /* full pages of the small ones */
+        shrink_many(sizes[k], count, 1);
+        shrink_many(sizes[k], count, 8);
+    }
+    static const size_t tos[] = {9, 16, 100, 1024, 1025, 5000, 40000, 300000};
+    for (size_t k = 0; k < sizeof tos / sizeof tos[0]; k++) grow_many(tos[k] >= 40000 ? 300 : 20000, tos[k]);
+    return 0;
+}
