@@ -149,14 +149,25 @@ static __attribute__((noinline)) void *realloc_to_tiny(spry_page_t *page, void *
     return q;
 }
 
+/* realloc_from_tiny found p freed already: reported; q stays the result. */
+static __attribute__((noinline, cold)) void *realloc_freed_twice(void *p, void *q) {
+    spry_free_double(p);
+    return q;
+}
+
 /* The owner's live 8-byte block p (index i) of a page that is not full, to
- * n > 8 bytes. A malloc of a larger class leaves the 8-byte page alone: it
- * stays not full and p's bit set. */
+ * n > 8 bytes. The malloc's slow path may collect remote frees into the
+ * 8-byte page (its inbox drain, a trim another thread asked for): p freed
+ * by another thread already, the program's bug, is collected there and its
+ * bit cleared, so the bit is tested again (a review: trusting the first
+ * test put p on the list twice and handed live blocks out again). While
+ * the bit stays set the page is as it was: still this thread's, not full
+ * (only 8-byte mallocs fill it), p counted in its used blocks. */
 static __attribute__((noinline)) void *realloc_from_tiny(spry_page_t *page, void *p, size_t n, size_t i) {
     void *q = spry_malloc_inline(n);
     if (spry_unlikely(!q)) return NULL;
     memcpy(q, p, 8);
-    spry_page_live_drop_at(page, i);
+    if (spry_unlikely(!spry_page_live_clear_at(page, i))) return realloc_freed_twice(p, q);
     spry_block_t *b = p;
     b->next = page->free;
     page->free = b;

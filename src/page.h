@@ -49,14 +49,20 @@ static inline bool spry_page_live_test(const spry_page_t *page, const void *b) {
 static inline bool spry_page_live_clear_at(spry_page_t *page, size_t i) {
     uint64_t bit, *w = spry_page_live_word_at(page, i, &bit);
     uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+#if defined(__x86_64__)
+    /* one instruction clears the bit and says whether it was set (a
+     * register operand's bit number is taken modulo 64); the compiler's
+     * mask, test and clear are five */
+    bool was_set;
+    (void)bit;
+    __asm__("btr %2, %0" : "+r"(v), "=@ccc"(was_set) : "r"(i) : "cc");
+    if (!was_set) return false;
+#else
     if (!(v & bit)) return false;
-    __atomic_store_n(w, v & ~bit, __ATOMIC_RELAXED);
+    v &= ~bit;
+#endif
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
     return true;
-}
-/* Owner: clears block i's bit, known to be set. */
-static inline void spry_page_live_drop_at(spry_page_t *page, size_t i) {
-    uint64_t bit, *w = spry_page_live_word_at(page, i, &bit);
-    __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~bit, __ATOMIC_RELAXED);
 }
 static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
     return spry_page_live_clear_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);

@@ -4,11 +4,16 @@
  * the old block can be on (not full, full, blocks above 1 KiB that go to
  * the block cache; 8-byte pages that empty). All 8 bytes survive, the old
  * block is freed exactly once (a second free or realloc of it is reported),
- * and no block is handed out twice. */
+ * and no block is handed out twice. Last, the program's bug the first
+ * version missed: an 8-byte block another thread freed, realloc'd by its
+ * owner while the free waits to be collected, collected inside the move's
+ * malloc (the inbox of a page that was full, a trim another thread asked
+ * for): reported, not put on the free list a second time. */
 #include "check.h"
 #include "reports.h"
 #include <spry.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +139,63 @@ static void grow_many(size_t count, size_t to) {
     free(w);
 }
 
+/* ---- realloc of an 8-byte block another thread freed ---------------- */
+
+static void *g_remote;
+static int g_trim;
+
+static void *free_remote_thread(void *arg) {
+    (void)arg;
+    spry_free(g_remote);
+    if (g_trim) spry_trim();            /* asks the owner to collect */
+    return NULL;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void *g_stale;
+static size_t g_grow;
+static void realloc_stale(void *arg) {
+    (void)arg;
+    void *q = spry_realloc(g_stale, g_grow);
+    CHECK(q != NULL);                   /* like glibc's, the move goes on */
+}
+
+/* full: the 8-byte page is filled first, so the remote free goes to the
+ * owner's inbox; trim: another thread's spry_trim is pending instead. The
+ * grow's size class is new to the heap, so its malloc takes the slow path. */
+static void realloc_after_remote_free(int full, size_t grow) {
+    enum { N = 20000 };
+    uintptr_t *v = malloc(2 * N * sizeof *v);
+    CHECK(v != NULL);
+    size_t count = full ? N : 2;
+    for (size_t i = 0; i < count; i++) CHECK((v[i] = (uintptr_t)spry_malloc(8)) != 0);
+    g_remote = (void *)v[0];
+    g_trim = !full;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_remote_thread, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    if (full) spry_free((void *)v[1]);  /* the page not full again, still in the inbox */
+    g_stale = (void *)v[0];
+    g_grow = grow;
+    size_t before = errors_now();
+    CHECKF(count_reports(realloc_stale, NULL, "double free") == 1,
+           "realloc to %zu of an 8-byte block freed by another thread: not reported", grow);
+    CHECK_EQ(errors_now(), before + 1);
+    /* the live blocks and N new 8-byte blocks: no address twice */
+    size_t k = 0;
+    for (size_t i = 2; i < count; i++) v[k++] = v[i];
+    if (!full) v[k++] = v[1];
+    for (size_t i = 0; i < N; i++) CHECK((v[k++] = (uintptr_t)spry_malloc(8)) != 0);
+    qsort(v, k, sizeof *v, cmp_ptr);
+    for (size_t i = 1; i < k; i++) CHECKF(v[i] != v[i - 1], "%p handed out twice (grow %zu)", (void *)v[i], grow);
+    for (size_t i = 0; i < k; i++) spry_free((void *)v[i]);
+    free(v);
+}
+
 int main(void) {
     watchdog_start(120);
     static const size_t sizes[] = {16, 24, 100, 1024, 3000, 20000, 100000};
@@ -144,5 +206,10 @@ int main(void) {
     }
     static const size_t tos[] = {9, 16, 100, 1024, 1025, 5000, 40000, 300000};
     for (size_t k = 0; k < sizeof tos / sizeof tos[0]; k++) grow_many(tos[k] >= 40000 ? 300 : 20000, tos[k]);
+    /* sizes no earlier case used, so the grow's malloc is a class's first */
+    realloc_after_remote_free(1, 12000);
+    realloc_after_remote_free(0, 7100);
+    realloc_after_remote_free(1, 600);
+    realloc_after_remote_free(0, 700);
     return 0;
 }
