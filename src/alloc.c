@@ -155,14 +155,16 @@ static __attribute__((noinline, cold)) void *realloc_freed_twice(void *p, void *
     return q;
 }
 
-/* The owner's live 8-byte block p (index i) of a page that is not full, to
+/* The owner's live 8-byte block p (index i) of a page that is not full,
+ * not freed by another thread (its remote bit, checked by the caller), to
  * n > 8 bytes. The malloc's slow path may collect remote frees into the
- * 8-byte page (its inbox drain, a trim another thread asked for): p freed
- * by another thread already, the program's bug, is collected there and its
- * bit cleared, so the bit is tested again (a review: trusting the first
- * test put p on the list twice and handed live blocks out again). While
- * the bit stays set the page is as it was: still this thread's, not full
- * (only 8-byte mallocs fill it), p counted in its used blocks. */
+ * 8-byte page (its inbox drain, a trim another thread asked for), so a free
+ * of p by another thread racing with this realloc, the program's bug, may
+ * be collected there and p's live bit cleared: the bit is tested again (a
+ * review: before the remote bit, trusting the first test put p on the list
+ * twice and handed live blocks out again). While the bit stays set the
+ * page is as it was: still this thread's, not full (only 8-byte mallocs
+ * fill it), p counted in its used blocks. */
 static __attribute__((noinline)) void *realloc_from_tiny(spry_page_t *page, void *p, size_t n, size_t i) {
     void *q = spry_malloc_inline(n);
     if (spry_unlikely(!q)) return NULL;
@@ -232,7 +234,8 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
     if (mine == SPRY_KEY_TINY) {
         /* The owner's 8-byte block of a page that is not full: its live bit. */
         size_t i = spry_page_tiny_index(page, p);
-        if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i)))
+        if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i) ||
+                          spry_page_remote_test_at(page, i)))
             return realloc_invalid(p);
         if (n <= 8) return p;
         return realloc_from_tiny(page, p, n, i);

@@ -23,12 +23,14 @@ void spry_free_double(void *p) {
 }
 
 /* Marks the block p freed; false when it was free already. The owner clears
- * an 8-byte block's live bit; another thread only reads it (the owner
- * clears it when it collects the block). */
+ * an 8-byte block's live bit; another thread sets its remote bit (the owner
+ * clears both when it collects the block; page.h). */
 static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
     if (spry_page_block_free(page, p)) return false;
     if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
-        if (owner) spry_page_live_clear(page, p);
+        size_t i = (size_t)((uint8_t *)p - page->start) >> 3;
+        if (owner) spry_page_live_clear_at(page, i);
+        else if (!spry_page_remote_mark_at(page, i)) return false;   /* two threads at once */
     } else {
         spry_block_mark_free(p, page);
     }
@@ -54,7 +56,7 @@ void spry_free_tiny(spry_page_t *page, void *p) {
     size_t i = spry_page_tiny_index(page, p);
     if (spry_unlikely(i >= page->reserved))
         spry_report_error("free", "invalid pointer", p);
-    else if (spry_unlikely(!spry_page_live_clear_at(page, i)))
+    else if (spry_unlikely(spry_page_remote_test_at(page, i) || !spry_page_live_clear_at(page, i)))
         spry_free_double(p);
     else
         free_owner(page, p, 0);           /* not full: the key has no FULL */

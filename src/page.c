@@ -28,10 +28,10 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     page->class_idx = (uint8_t)c;
     page->block_size = bs;
     if (c == 0) {
-        /* the live bitmap goes in front of the blocks */
-        memset(page->start, 0, SPRY_LIVE_MAP_BYTES);
-        page->start += SPRY_LIVE_MAP_BYTES;
-        bytes -= SPRY_LIVE_MAP_BYTES;
+        /* the remote and live bitmaps go in front of the blocks */
+        memset(page->start, 0, SPRY_TINY_MAPS_BYTES);
+        page->start += SPRY_TINY_MAPS_BYTES;
+        bytes -= SPRY_TINY_MAPS_BYTES;
         key |= SPRY_KEY_TINY;
     }
     if (bs > SPRY_SMALL_MAX) key |= SPRY_KEY_CACHED;   /* the owner's frees: block_cache.h */
@@ -84,6 +84,7 @@ uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {
             if (tail) tail->next = NULL; else list = NULL;
             break;
         }
+        if (bitmap) spry_page_remote_unmark_at(page, (size_t)((uint8_t *)b - page->start) >> 3);
         tail = b;
         n++;
     }

@@ -10,14 +10,22 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c);
 /* Refills page->free: from local_free, from remote frees, then by carving
  * more of the page. Leaves page->free NULL only when the page is full. */
 void spry_page_refill(spry_page_t *page);
-/* Class-0 pages (8-byte blocks): a bitmap of live blocks in front of the
- * blocks (one bit per block of a 64 KiB page), set when a block is handed
- * out and cleared when it is freed, by the owner only. Other threads read it
- * (a free of a block whose bit is clear is a double free), so its words are
- * read and written with relaxed atomics: plain moves on x86-64, and the bit
- * of a block another thread frees changes only with that block's hand-over,
- * which the program orders. */
+/* Class-0 pages (8-byte blocks, no room for a free marker) carry two
+ * bitmaps in front of their blocks, one bit per block of a 64 KiB page:
+ *  - live: set when a block is handed out, cleared when the owner frees it
+ *    or collects another thread's free of it; written by the owner only.
+ *    Other threads read it (a free of a block whose bit is clear is a double
+ *    free), so its words are read and written with relaxed atomics: plain
+ *    moves on x86-64, and the bit of a block another thread frees changes
+ *    only with that block's hand-over, which the program orders.
+ *  - remote: set by another thread's free (an atomic OR: several threads may
+ *    free blocks of the page at once), cleared when the owner collects that
+ *    free. Until then the block's live bit is still set, and without this
+ *    bit the owner's free of it, or a realloc, put it on the owner's list
+ *    while it waited on the remote list: the same block twice, and the rest
+ *    of the list linked behind it (511 blocks handed out twice). */
 #define SPRY_LIVE_MAP_BYTES 1024
+#define SPRY_TINY_MAPS_BYTES (2 * SPRY_LIVE_MAP_BYTES)
 
 static inline uint64_t *spry_page_live_word_at(const spry_page_t *page, size_t i, uint64_t *bit) {
     *bit = (uint64_t)1 << (i & 63);
@@ -68,6 +76,29 @@ static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
     return spry_page_live_clear_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);
 }
 
+static inline uint64_t *spry_page_remote_word_at(const spry_page_t *page, size_t i) {
+    return (uint64_t *)(page->start - SPRY_TINY_MAPS_BYTES) + (i >> 6);
+}
+/* Another thread frees block i: false when its remote bit was set already
+ * (freed twice before the owner collected it). */
+static inline bool spry_page_remote_mark_at(spry_page_t *page, size_t i) {
+    uint64_t bit = (uint64_t)1 << (i & 63);
+    return !(__atomic_fetch_or(spry_page_remote_word_at(page, i), bit, __ATOMIC_RELAXED) & bit);
+}
+/* Any thread: is block i freed by another thread and not collected yet? */
+static inline bool spry_page_remote_test_at(const spry_page_t *page, size_t i) {
+    return (__atomic_load_n(spry_page_remote_word_at(page, i), __ATOMIC_RELAXED) >> (i & 63)) & 1;
+}
+/* Owner, collecting block i: clears its remote bit. A plain read and write,
+ * not an atomic AND (a locked instruction per collected block): a bit
+ * another thread sets in between is lost, which only misses that block's
+ * second free; the stale bits written back were set, and only the owner
+ * clears them, so none is set wrongly. */
+static inline void spry_page_remote_unmark_at(spry_page_t *page, size_t i) {
+    uint64_t *w = spry_page_remote_word_at(page, i);
+    __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~((uint64_t)1 << (i & 63)), __ATOMIC_RELAXED);
+}
+
 /* Exact divisibility without a division (every free off the fast path
  * checks its pointer): a class size is m << s with m odd and at most 15, and
  * x is a multiple of an odd m exactly when x * m^-1 (mod 2^64) <=
@@ -91,9 +122,13 @@ static inline bool spry_page_block_start(const spry_page_t *page, const void *p)
     return (const uint8_t *)p == page->start;
 }
 /* True when the block p (a block start of a class or large page) is free:
- * its live bit is clear (8-byte blocks) or it carries the free marker. */
+ * its live bit is clear or its remote bit set (8-byte blocks), or it carries
+ * the free marker. */
 static inline bool spry_page_block_free(const spry_page_t *page, const void *p) {
-    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) return !spry_page_live_test(page, p);
+    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
+        size_t i = (size_t)((const uint8_t *)p - page->start) >> 3;
+        return !spry_page_live_test_at(page, i) || spry_page_remote_test_at(page, i);
+    }
     return spry_block_marker(p) == page;
 }
 

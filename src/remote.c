@@ -55,12 +55,8 @@ void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
         b->next = NULL;
         heap->outbox_pending++;
     } else {
-        /* 8-byte blocks carry no free marker: look for b in the batch (at
-         * most SPRY_OUTBOX_MAX blocks), or it would link the batch into a
-         * cycle. Other blocks were checked by their marker already. */
-        if (page->class_idx == 0)
-            for (spry_block_t *x = o->head; x; x = x->next)
-                if (spry_unlikely(x == b)) { spry_report_error("free", "double free", b); return; }
+        /* b was checked already (its free marker, or an 8-byte block's
+         * remote bit): it is in no batch */
         b->next = o->head;
     }
     o->head = b;

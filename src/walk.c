@@ -10,24 +10,20 @@
  * A block is live when it was carved (index < capacity) and is not free:
  * blocks of 16 B or more carry the free marker while free, wherever they
  * wait (page lists, remote-free lists, outboxes, the block cache; types.h);
- * 8-byte blocks have their live bit (page.h), which a free from another
- * thread leaves set until the owner collects the block, so the blocks on the
- * page's remote list and in every heap's outbox batch for the page are
- * taken out too. Large blocks carry the marker in their one block; huge
- * blocks are live while listed or while their area descriptor says so
- * (huge.c).
+ * 8-byte blocks have their live and remote bits (page.h): live, and not
+ * freed by another thread and waiting to be collected. Large blocks carry
+ * the marker in their one block; huge blocks are live while listed or while
+ * their area descriptor says so (huge.c).
  *
- * The owner-only fields read here (a page's start, block size, capacity;
- * outbox batches) and the blocks' markers are plain reads: exact while the
- * other threads do not allocate or free, a snapshot that may miss or include
- * a block changing at that moment otherwise. Every address read is kept
- * inside the page's segment, whose memory stays mapped (arenas are never
- * unmapped), and every list followed is bounded by the page's capacity, so a
- * racing owner can never make the walk fault or loop. */
+ * The owner-only fields read here (a page's start, block size, capacity)
+ * and the blocks' markers are plain reads: exact while the other threads do
+ * not allocate or free, a snapshot that may miss or include a block
+ * changing at that moment otherwise. Every address read is kept inside the
+ * page's segment, whose memory stays mapped (arenas are never unmapped), so
+ * a racing owner can never make the walk fault. */
 #include "walk.h"
 #include "heap.h"
 #include "page.h"
-#include "remote.h"
 #include "segment.h"
 #include "huge.h"
 
@@ -46,29 +42,6 @@ static inline void batch_add(walk_batch_t *b, void *block, size_t size) {
     b->size[b->n++] = size;
 }
 
-/* Class-0 blocks of `page` on the list from `b` (a remote-free list or an
- * outbox batch): set in `freed`. Only block starts of the page's carved part
- * are followed, at most `cap` of them. */
-static void tiny_mark_list(const spry_page_t *page, const spry_block_t *b, uint32_t cap,
-                           uint64_t *freed) {
-    for (uint32_t steps = 0; b && steps < cap; steps++) {
-        size_t i = spry_page_tiny_index(page, b);
-        if (i >= cap) return;
-        freed[i >> 6] |= (uint64_t)1 << (i & 63);
-        b = b->next;
-    }
-}
-
-/* 8-byte blocks freed by other threads and not collected yet: their live
- * bits are still set. */
-static void tiny_freed(const spry_page_t *page, uint32_t cap, uint64_t *freed) {
-    uintptr_t x = atomic_load_explicit(&page->xfree, memory_order_acquire);
-    tiny_mark_list(page, (const spry_block_t *)(x & ~SPRY_XFREE_FLAGS), cap, freed);
-    for (spry_heap_t *h = spry_heaps_list(); h; h = h->all_next)
-        for (unsigned s = 0; s < SPRY_OUTBOX_SLOTS; s++)
-            if (h->outbox[s].page == page) tiny_mark_list(page, h->outbox[s].head, cap, freed);
-}
-
 /* Gathers the live blocks of a class page at or above `from` into the
  * batch; returns where to resume when the batch fills, else 0. */
 static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t from,
@@ -78,20 +51,18 @@ static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t 
     size_t bs = page->block_size;
     bool tiny = page->class_idx == 0;
     /* a page being set up, or read mid-change: nothing sane to follow */
-    if (start < lo + (tiny ? SPRY_LIVE_MAP_BYTES : 0) || start >= hi || bs < (tiny ? 8u : 16u)) return 0;
+    if (start < lo + (tiny ? SPRY_TINY_MAPS_BYTES : 0) || start >= hi || bs < (tiny ? 8u : 16u)) return 0;
     uint32_t cap = spry_page_capacity(page);
     if (cap > (size_t)(hi - start) / bs) cap = (uint32_t)((size_t)(hi - start) / bs);
     size_t i = 0;
     if (from > (uintptr_t)start) i = (from - (uintptr_t)start + bs - 1) / bs;
     if (i >= cap) return 0;
-    uint64_t freed[SPRY_LIVE_MAP_BYTES / 8] = {0};
-    if (tiny) {
-        if (cap > SPRY_LIVE_MAP_BYTES * 8) cap = SPRY_LIVE_MAP_BYTES * 8;
-        tiny_freed(page, cap, freed);
-    }
+    if (tiny && cap > SPRY_LIVE_MAP_BYTES * 8) cap = SPRY_LIVE_MAP_BYTES * 8;
     for (; i < cap; i++) {
         uint8_t *b = start + i * bs;
-        bool live = tiny ? spry_page_live_test_at(page, i) && !((freed[i >> 6] >> (i & 63)) & 1)
+        /* an 8-byte block another thread freed keeps its live bit until
+         * the owner collects it; its remote bit says it is free */
+        bool live = tiny ? spry_page_live_test_at(page, i) && !spry_page_remote_test_at(page, i)
                          : spry_block_marker(b) != page;
         if (!live) continue;
         if (batch_full(batch)) return (uintptr_t)b;

@@ -4,11 +4,13 @@
  * the old block can be on (not full, full, blocks above 1 KiB that go to
  * the block cache; 8-byte pages that empty). All 8 bytes survive, the old
  * block is freed exactly once (a second free or realloc of it is reported),
- * and no block is handed out twice. Last, the program's bug the first
- * version missed: an 8-byte block another thread freed, realloc'd by its
- * owner while the free waits to be collected, collected inside the move's
- * malloc (the inbox of a page that was full, a trim another thread asked
- * for): reported, not put on the free list a second time. */
+ * and no block is handed out twice. Last, the program's bug: an 8-byte
+ * block another thread freed, realloc'd or freed by its owner while that
+ * free waits to be collected (the first version collected it inside the
+ * move's malloc, from the inbox of a page that was full or for a trim
+ * another thread asked for, and put it on the free list a second time;
+ * before the remote bit an owner's free did so at once): reported, and no
+ * block handed out twice. */
 #include "check.h"
 #include "reports.h"
 #include <spry.h>
@@ -160,13 +162,19 @@ static void *g_stale;
 static size_t g_grow;
 static void realloc_stale(void *arg) {
     (void)arg;
-    void *q = spry_realloc(g_stale, g_grow);
-    CHECK(q != NULL);                   /* like glibc's, the move goes on */
+    errno = 0;
+    if (g_grow == 0) {
+        spry_free(g_stale);
+        return;
+    }
+    CHECK(spry_realloc(g_stale, g_grow) == NULL);
+    CHECK_EQ(errno, EINVAL);
 }
 
 /* full: the 8-byte page is filled first, so the remote free goes to the
- * owner's inbox; trim: another thread's spry_trim is pending instead. The
- * grow's size class is new to the heap, so its malloc takes the slow path. */
+ * owner's inbox; else another thread's spry_trim is pending. The grow's
+ * size class is new to the heap, so a malloc for it takes the slow path;
+ * grow 0: the owner frees the block instead. */
 static void realloc_after_remote_free(int full, size_t grow) {
     enum { N = 20000 };
     uintptr_t *v = malloc(2 * N * sizeof *v);
@@ -182,8 +190,8 @@ static void realloc_after_remote_free(int full, size_t grow) {
     g_stale = (void *)v[0];
     g_grow = grow;
     size_t before = errors_now();
-    CHECKF(count_reports(realloc_stale, NULL, "double free") == 1,
-           "realloc to %zu of an 8-byte block freed by another thread: not reported", grow);
+    CHECKF(count_reports(realloc_stale, NULL, grow ? "already freed" : "double free") == 1,
+           "%s of an 8-byte block freed by another thread: not reported", grow ? "realloc" : "free");
     CHECK_EQ(errors_now(), before + 1);
     /* the live blocks and N new 8-byte blocks: no address twice */
     size_t k = 0;
@@ -194,6 +202,34 @@ static void realloc_after_remote_free(int full, size_t grow) {
     for (size_t i = 1; i < k; i++) CHECKF(v[i] != v[i - 1], "%p handed out twice (grow %zu)", (void *)v[i], grow);
     for (size_t i = 0; i < k; i++) spry_free((void *)v[i]);
     free(v);
+}
+
+/* Another thread frees an 8-byte block and then reallocs it (before the
+ * owner collected the free, the block's live bit is still set): reported,
+ * NULL, EINVAL. */
+static void *free_then_realloc_thread(void *arg) {
+    (void)arg;
+    spry_free(g_remote);
+    errno = 0;
+    CHECK(spry_realloc(g_remote, 100) == NULL);
+    CHECK_EQ(errno, EINVAL);
+    return NULL;
+}
+
+static void spawn_free_then_realloc(void *arg) {
+    (void)arg;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_then_realloc_thread, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
+static void remote_realloc_after_free(void) {
+    void *keep = spry_malloc(8);
+    CHECK((g_remote = spry_malloc(8)) != NULL);
+    size_t before = errors_now();
+    CHECK(count_reports(spawn_free_then_realloc, NULL, "already freed") == 1);
+    CHECK_EQ(errors_now(), before + 1);
+    spry_free(keep);
 }
 
 int main(void) {
@@ -211,5 +247,8 @@ int main(void) {
     realloc_after_remote_free(0, 7100);
     realloc_after_remote_free(1, 600);
     realloc_after_remote_free(0, 700);
+    realloc_after_remote_free(1, 0);
+    realloc_after_remote_free(0, 0);
+    remote_realloc_after_free();
     return 0;
 }
