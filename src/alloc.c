@@ -232,7 +232,8 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
         return realloc_move(p, n, old);
     }
     if (mine == SPRY_KEY_TINY) {
-        /* The owner's 8-byte block of a page that is not full: its live bit. */
+        /* The owner's 8-byte block of a page that is not full: its live bit,
+         * and its remote bit (freed by another thread, not collected yet). */
         size_t i = spry_page_tiny_index(page, p);
         if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i) ||
                           spry_page_remote_test_at(page, i)))
