@@ -36,6 +36,11 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     }
     if (bs > SPRY_SMALL_MAX) key |= SPRY_KEY_CACHED;   /* the owner's frees: block_cache.h */
     page->reserved = (uint32_t)(bytes / bs);
+    /* A span may be a slice longer than asked (the span cache's next size):
+     * 8-byte blocks stop where their bitmaps end, or block 8,192's bits
+     * would be other blocks' bits and data (a review: valid frees reported
+     * as double frees). */
+    if (c == 0 && page->reserved > SPRY_LIVE_MAP_BYTES * 8) page->reserved = SPRY_LIVE_MAP_BYTES * 8;
     spry_page_capacity_set(page, 0);
     page->used = 0;
     page->pinned = 0;
@@ -74,6 +79,13 @@ uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {
     bool bitmap = page->class_idx == 0 && page->kind == SPRY_PAGE_CLASS;
     uint32_t n = 0;
     spry_block_t *tail = NULL;
+    /* 8-byte blocks' remote bits are cleared with one atomic AND per run of
+     * blocks in the same bitmap word (frees come back mostly in the order
+     * they were handed out): one per block made a producer/consumer of
+     * 8-byte blocks 25% slower, and a plain write lost other threads' bits
+     * set in between (a review: freed blocks walked as live, their second
+     * free missed) */
+    uint64_t *word = NULL, clear = 0;
     for (spry_block_t *b = list; b; b = b->next) {
         /* A block freed twice by other threads at once (the one race the
          * free marker cannot see), or twice into a class-0 page, may have
@@ -84,10 +96,20 @@ uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {
             if (tail) tail->next = NULL; else list = NULL;
             break;
         }
-        if (bitmap) spry_page_remote_unmark_at(page, (size_t)((uint8_t *)b - page->start) >> 3);
+        if (bitmap) {
+            size_t i = (size_t)((uint8_t *)b - page->start) >> 3;
+            uint64_t *w = spry_page_remote_word_at(page, i);
+            if (w != word) {
+                if (word) spry_page_remote_unmark(word, clear);
+                word = w;
+                clear = 0;
+            }
+            clear |= (uint64_t)1 << (i & 63);
+        }
         tail = b;
         n++;
     }
+    if (word) spry_page_remote_unmark(word, clear);
     if (!tail) return 0;
     tail->next = page->local_free;
     page->local_free = list;

@@ -89,14 +89,10 @@ static inline bool spry_page_remote_mark_at(spry_page_t *page, size_t i) {
 static inline bool spry_page_remote_test_at(const spry_page_t *page, size_t i) {
     return (__atomic_load_n(spry_page_remote_word_at(page, i), __ATOMIC_RELAXED) >> (i & 63)) & 1;
 }
-/* Owner, collecting block i: clears its remote bit. A plain read and write,
- * not an atomic AND (a locked instruction per collected block): a bit
- * another thread sets in between is lost, which only misses that block's
- * second free; the stale bits written back were set, and only the owner
- * clears them, so none is set wrongly. */
-static inline void spry_page_remote_unmark_at(spry_page_t *page, size_t i) {
-    uint64_t *w = spry_page_remote_word_at(page, i);
-    __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~((uint64_t)1 << (i & 63)), __ATOMIC_RELAXED);
+/* Owner, collecting: clears the bits of `bits` in the remote word w (an
+ * atomic AND: other threads set bits of the same word meanwhile). */
+static inline void spry_page_remote_unmark(uint64_t *w, uint64_t bits) {
+    __atomic_fetch_and(w, ~bits, __ATOMIC_RELAXED);
 }
 
 /* Exact divisibility without a division (every free off the fast path
