@@ -380,9 +380,10 @@ void spry_heaps_fork_parent(void) {
 /* In the child only the forking thread lives on. Every heap's inbox is
  * remade (a remote free cut in two may have marked a page QUEUED without
  * linking it). The heaps of the other live threads are adopted: their
- * batched remote frees are sent, their queues remade (their owners may have
- * been mid-operation; span-level state was consistent, fork_prepare held
- * their locks), and they go dormant, to be reused by the child's next thread
+ * batched remote frees are dropped (remote.c spry_outbox_drop: a batch cut
+ * in two cannot be told from a whole one), their queues remade (their
+ * owners may have been mid-operation; span-level state was consistent,
+ * fork_prepare held their locks), and they go dormant, to be reused by the child's next thread
  * and purged like any other. Dormant heaps stay dormant; no purge pass was
  * running (fork_prepare waited for it). A heap's request for an urgent trim
  * is dropped: the purge thread and its kick are gone, and a flag left set
@@ -409,7 +410,7 @@ void spry_heaps_fork_child(void) {
     }
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         if (h == spry_tls_heap || h->is_dormant) continue;
-        spry_outbox_flush(h);
+        spry_outbox_drop(h);
         spry_queues_rebuild(h);
         spry_large_hot_flush(h);     /* the counts may be off by a cut push */
         for (unsigned s = 0; s < SPRY_SPAN_CACHE_SLOTS; s++) h->hot_count[s] = 0;

@@ -68,6 +68,24 @@ void spry_outbox_flush(spry_heap_t *heap) {
         if (heap->outbox[i].page) outbox_send(heap, &heap->outbox[i]);
 }
 
+/* The thread may have been cut anywhere in spry_outbox_add or outbox_send:
+ * a batch half linked, or handed over already but still in its slot. Sent
+ * again, such a batch linked a page's remote list into itself or into
+ * garbage, and the child crashed collecting it, or reported valid frees as
+ * double (a review: 2-3% of the children of a program forking every
+ * millisecond while its threads exchange blocks). Its blocks are lost to
+ * the child instead: at most SPRY_OUTBOX_SLOTS x SPRY_OUTBOX_MAX blocks per
+ * such thread, once. */
+void spry_outbox_drop(spry_heap_t *heap) {
+    for (unsigned i = 0; i < SPRY_OUTBOX_SLOTS; i++) {
+        spry_outbox_t *o = &heap->outbox[i];
+        o->page = NULL;
+        o->head = o->tail = NULL;
+        o->count = 0;
+    }
+    heap->outbox_pending = 0;
+}
+
 /* Pages that asked to be told (full class pages, large blocks) and got
  * remote frees since the last drain. */
 void spry_inbox_drain(spry_heap_t *heap) {

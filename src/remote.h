@@ -26,6 +26,8 @@ void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_blo
 void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 /* Hands every pending batch over. */
 void spry_outbox_flush(spry_heap_t *heap);
+/* fork child: forgets the batches of a heap whose thread fork cut off. */
+void spry_outbox_drop(spry_heap_t *heap);
 /* The owner collects the pages queued in its inbox: their remote frees go
  * to local_free, full pages that got some back rejoin their queue, empty
  * ones are released. */
