@@ -86,9 +86,14 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
         bool owner = (key & ~SPRY_KEY_FLAGS) == spry_thread_key();
         if (!mark_freed(page, p, owner)) { spry_free_double(p); return; }
         if (owner) {
-            spry_heap_enter(page->heap);
+            /* the heap read once: a free that empties the page gives its
+             * span back, and another thread's trim may then return the
+             * segment, page descriptor and all (a review: page->heap read
+             * again after it was NULL, SIGSEGV) */
+            spry_heap_t *heap = page->heap;
+            spry_heap_enter(heap);
             free_owner(page, p, key);
-            spry_heap_leave(page->heap);
+            spry_heap_leave(heap);
         } else {
             free_remote(page, p);
         }
