@@ -45,13 +45,10 @@ static inline void spry_page_live_set(spry_page_t *page, const void *b) {
     uint64_t bit, *w = spry_page_live_word(page, b, &bit);
     __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) | bit, __ATOMIC_RELAXED);
 }
-/* Any thread: is block i (or b, a block start of the page) live? */
+/* Any thread: is block i live? */
 static inline bool spry_page_live_test_at(const spry_page_t *page, size_t i) {
     uint64_t bit, *w = spry_page_live_word_at(page, i, &bit);
     return (__atomic_load_n(w, __ATOMIC_RELAXED) & bit) != 0;
-}
-static inline bool spry_page_live_test(const spry_page_t *page, const void *b) {
-    return spry_page_live_test_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);
 }
 /* Owner: clears block i's bit; false when it was clear already (b is free). */
 static inline bool spry_page_live_clear_at(spry_page_t *page, size_t i) {
