@@ -138,11 +138,8 @@ static __attribute__((noinline)) void *realloc_to_tiny(spry_page_t *page, void *
     memcpy(q, p, 8);
     if (mine == 0) {
         /* what free's fast path does; taking q touched only the 8-byte page */
-        spry_block_t *b = p;
-        spry_block_mark_free(b, page);
-        b->next = page->free;
-        page->free = b;
-        if (spry_unlikely(--page->used == 0)) spry_page_empty(page);
+        spry_block_mark_free(p, page);
+        spry_page_push(page, p);
     } else {
         spry_free_cached(page, p);
     }
@@ -170,10 +167,7 @@ static __attribute__((noinline)) void *realloc_from_tiny(spry_page_t *page, void
     if (spry_unlikely(!q)) return NULL;
     memcpy(q, p, 8);
     if (spry_unlikely(!spry_page_live_clear_at(page, i))) return realloc_freed_twice(p, q);
-    spry_block_t *b = p;
-    b->next = page->free;
-    page->free = b;
-    if (spry_unlikely(--page->used == 0)) spry_page_empty(page);
+    spry_page_push(page, p);
     return q;
 }
 

@@ -71,13 +71,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
         return;
     }
     spry_block_mark_free(p, page);
-    /* LIFO on the list malloc pops from: the next malloc of this class gets
-     * the block just freed, still in cache (2x on 4-64 KiB churn against
-     * pushing on a separate list, as mimalloc does). */
-    spry_block_t *b = p;
-    b->next = page->free;
-    page->free = b;
-    if (spry_unlikely(--page->used == 0)) spry_page_empty(page);
+    spry_page_push(page, p);
 }
 
 #endif

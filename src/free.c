@@ -44,9 +44,7 @@ static inline void free_owner(spry_page_t *page, spry_block_t *b, uintptr_t key)
         spry_heap_free_full(page->heap, page, b);
         return;
     }
-    b->next = page->free;
-    page->free = b;
-    if (--page->used == 0) spry_page_empty(page);
+    spry_page_push(page, b);
 }
 
 /* Kept short (8-byte steps need no general block-start check, one pass

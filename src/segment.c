@@ -219,8 +219,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
     if (at < 0)
         for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
-    if (at < 0) seg = NULL;
-    if (!seg) {
+    if (at < 0) {
         seg = segment_create(heap);
         if (!seg) { spry_unlock(&heap->lock); errno = ENOMEM; return NULL; }
         at = mask_find_run(seg->free_mask, slices, step);
