@@ -70,5 +70,9 @@ static inline void spry_heap_leave(spry_heap_t *heap) {
  * not been in a guarded path for several passes in a row (steal.c). True
  * while a later pass should look at the heap again. */
 bool spry_heap_collect_idle(spry_heap_t *heap);
+/* A trim's collection of every heap of the list (from `all` on, through
+ * all_next): the same, at once, but for a heap whose owner is inside a
+ * guarded path right now. */
+void spry_heaps_collect_now(spry_heap_t *all);
 
 #endif

@@ -327,7 +327,7 @@ spry_heap_t *spry_heaps_list(void) {
     return all;
 }
 
-bool spry_heaps_purge(bool force, bool collect_idle) {
+bool spry_heaps_purge(bool force, bool collect) {
     bool waiting = false;
     /* Dormant heaps have no owner: claim them all, collect what other threads
      * freed into them, and put them back. */
@@ -350,10 +350,14 @@ bool spry_heaps_purge(bool force, bool collect_idle) {
         spry_os_wake_all(&heaps_collecting);
     }
     spry_heap_t *all = spry_heaps_list();
+    /* a trim (force) takes what the guard covers from every heap at once,
+     * before their spans are purged; a pass, from idle ones */
+    if (collect && force) spry_heaps_collect_now(all);
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (collect_idle && spry_heap_collect_idle(h)) waiting = true;
+        if (collect && !force && spry_heap_collect_idle(h)) waiting = true;
         if (spry_heap_purge_spans(h, force)) waiting = true;
-        /* A live owner lets its retained pages go at its next slow path. */
+        /* A live owner lets the rest (its smaller classes' empty pages, the
+         * remote frees into them) go at its next slow path. */
         if (force) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
     }
     return waiting;

@@ -24,8 +24,9 @@ void  spry_heap_collect(spry_heap_t *heap);
  * cache and the hot spans back to their pages and segments, and the empty
  * pages of class `from` and up released (pinned ones included). */
 void  spry_heap_drop_caches(spry_heap_t *heap, unsigned from);
-/* The purge thread's pass over all heaps; true while memory waits. */
-bool  spry_heaps_purge(bool force, bool collect_idle);
+/* A purge pass over all heaps; true while memory waits. `collect`: also
+ * other threads' heaps (guard.h), idle ones, or with `force` (a trim) all. */
+bool  spry_heaps_purge(bool force, bool collect);
 /* Every heap ever made, through all_next (dormant ones included); safe to
  * walk without a lock. */
 spry_heap_t *spry_heaps_list(void);

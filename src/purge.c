@@ -209,8 +209,11 @@ void spry_purge_poll(void) {
     purge_pass(false, false);
 }
 
+/* A trim collects other threads' heaps too, where the purge thread could
+ * (membarrier is for programs that may have it: see purge_pass). */
 void spry_purge_all(void) {
-    purge_pass(true, false);
+    purge_pass(true, spry_option(SPRY_OPT_PURGE_THREAD) &&
+                     atomic_load(&purger_state) != PURGER_UNAVAILABLE);
 }
 
 void spry_purge_fork_prepare(void) { spry_lock(&pass_lock); }

@@ -86,30 +86,57 @@ void spry_outbox_drop(spry_heap_t *heap) {
     heap->outbox_pending = 0;
 }
 
-/* Pages that asked to be told (full class pages, large blocks) and got
- * remote frees since the last drain. */
+/* One page of the inbox: one that asked to be told (a full class page, a
+ * large block) and got remote frees since the last drain. */
+static void inbox_collect(spry_heap_t *heap, spry_page_t *page) {
+    /* Take the list and clear QUEUED, so the next remote free can queue
+     * the page again; NOTIFY stays only if the page stays full. */
+    bool full = page->kind == SPRY_PAGE_LARGE ||
+                (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL));
+    uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
+    do {
+        nw = (full && !(head & ~SPRY_XFREE_FLAGS)) ? SPRY_XFREE_NOTIFY : 0;
+    } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
+                                                    memory_order_acquire, memory_order_relaxed));
+    if (spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS))) {
+        if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
+            spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
+            spry_queue_push_back_in(heap, page);
+        }
+    }
+    if (page->used == 0) spry_page_release(heap, page);
+}
+
 void spry_inbox_drain(spry_heap_t *heap) {
     spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
     while (page) {
         spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
-        /* Take the list and clear QUEUED, so the next remote free can queue
-         * the page again; NOTIFY stays only if the page stays full. */
-        bool full = page->kind == SPRY_PAGE_LARGE ||
-                    (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL));
-        uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
-        do {
-            nw = (full && !(head & ~SPRY_XFREE_FLAGS)) ? SPRY_XFREE_NOTIFY : 0;
-        } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
-                                                        memory_order_acquire, memory_order_relaxed));
-        if (spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS))) {
-            if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
-                spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
-                spry_queue_push_back_in(heap, page);
-            }
-        }
-        if (page->used == 0) spry_page_release(heap, page);
+        inbox_collect(heap, page);
         page = next;
     }
+}
+
+/* Pages of blocks of 1 KiB or less are the owner's unguarded fast paths'
+ * (guard.h): they go back into the inbox, still QUEUED, for the owner. */
+void spry_inbox_drain_guarded(spry_heap_t *heap) {
+    spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
+    spry_page_t *keep = NULL, *keep_last = NULL;
+    while (page) {
+        spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
+        if (page->kind == SPRY_PAGE_CLASS && page->block_size <= SPRY_SMALL_MAX) {
+            atomic_store_explicit(&page->inbox_next, keep, memory_order_relaxed);
+            if (!keep) keep_last = page;
+            keep = page;
+        } else {
+            inbox_collect(heap, page);
+        }
+        page = next;
+    }
+    if (!keep) return;
+    spry_page_t *top = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&keep_last->inbox_next, top, memory_order_relaxed);
+    } while (!spry_cas_weak_release(&heap->inbox, &top, keep));
 }
 
 /* fork child: a remote free cut in two by fork may have marked its page

@@ -29,16 +29,28 @@
  *    half a second apart: the purge thread must still leave once nothing
  *    is left to do (it did not: heaps whose collection failed were looked
  *    at again and again).
+ * 5b. Freed by another thread (usage: idle_threads remote [trim]): the
+ *    workers fill their slots (block-cache classes and large spans) and go
+ *    idle, alive; the main thread checks and frees every block. What they
+ *    held waits in their pages and inboxes, which only the owner used to
+ *    collect: about 30 MB stayed resident for as long as the workers slept,
+ *    after malloc_trim(0) from the main thread too (a review). Without
+ *    `trim`, the purge thread's idle collection must return it (polled for
+ *    30 s); with `trim` (registered with a purge delay of an hour, so the
+ *    purge thread does nothing in time), one malloc_trim(0) / spry_trim()
+ *    must, before it returns. Then the workers fill and check their slots
+ *    again (their heaps must be whole) and exit.
  * 6. Races (usage: idle_threads race SECONDS): threads alternate short
  *    bursts of churn with short waits, so that collections (run with a
  *    purge delay of 1 ms by the test's registration) meet owners coming
  *    back at every point of their paths; every block is checked.
  *
- * usage: idle_threads [fork | forkown | late | refused | race SECONDS]
+ * usage: idle_threads [fork | forkown | late | refused | remote [trim] | race SECONDS]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +351,71 @@ static void test_refused(void)
     for (int i = 0; i < 2; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
 }
 
+/* Fills every slot: the step's size mix, a quarter of them large spans. */
+static void fill_all(struct worker *w)
+{
+    for (unsigned k = 0; k < SLOTS; k++) {
+        uint64_t r = next(w);
+        size_t n = (r & 3) == 3 ? 262144 + (r >> 40) % (512 * 1024) : 2048 + (r >> 40) % (190 * 1024);
+        w->p[k] = A_malloc(n);
+        CHECK_NOTNULL(w->p[k]);
+        pattern_fill(w->p[k], n);
+        w->n[k] = n;
+    }
+}
+
+static void *remote_worker(void *arg)
+{
+    struct worker *w = arg;
+    fill_all(w);
+    wait_phase(1);                      /* idle while main frees its blocks */
+    fill_all(w);
+    free_all(w);
+    return NULL;
+}
+
+static void test_remote(bool trim)
+{
+    size_t base = rss_bytes();
+    for (int i = 0; i < WORKERS; i++) {
+        workers[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 21);
+        CHECK_EQ(pthread_create(&workers[i].thread, NULL, remote_worker, &workers[i]), 0);
+    }
+    pthread_mutex_lock(&lock);
+    while (idle_count < WORKERS) pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    size_t held = rss_bytes();
+    for (int i = 0; i < WORKERS; i++) {
+        for (unsigned k = 0; k < SLOTS; k++) {
+            struct worker *w = &workers[i];
+            CHECK_PATTERN(w->p[k], w->n[k], pattern_seed(w->p[k], w->n[k]), "block freed by main");
+            A_free(w->p[k]);
+            w->p[k] = NULL;
+        }
+    }
+    double t0 = now_s(), waited = 0;
+    size_t rss;
+    if (trim) {
+        A_trim();
+        rss = rss_bytes();
+    } else {
+        rss = rss_bytes();
+        while (rss > base + SLACK && (waited = now_s() - t0) < 30) {
+            threads_sleep_ms(20);
+            rss = rss_bytes();
+        }
+    }
+    printf("remote%s: baseline %zu MiB, %zu MiB live, %zu MiB %.2f s after main freed them\n",
+           trim ? " trim" : "", base / MiB, held / MiB, rss / MiB, waited);
+    CHECKF(rss <= base + SLACK, "idle owners kept %zu MiB that another thread freed",
+           (rss - base) / MiB);
+    pthread_mutex_lock(&lock);
+    phase = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+}
+
 #define LATE_BLOCKS 12
 static void *late_blocks[LATE_BLOCKS];
 
@@ -400,6 +477,7 @@ int main(int argc, char **argv)
     else if (argc >= 2 && strcmp(argv[1], "late") == 0) test_late();
     else if (argc >= 2 && strcmp(argv[1], "forkown") == 0) test_fork_own();
     else if (argc >= 2 && strcmp(argv[1], "refused") == 0) test_refused();
+    else if (argc >= 2 && strcmp(argv[1], "remote") == 0) test_remote(argc >= 3 && strcmp(argv[2], "trim") == 0);
     else test_idle_return();
     return 0;
 }
