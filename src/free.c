@@ -114,6 +114,16 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
  * less, over the cache's bounds, or while the heap's caches are being
  * collected (guard.h). */
 static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p) {
+    if (spry_unlikely(heap == &spry_empty_heap)) {
+        /* no heap yet, and the page's key is this thread's pointer: a heap
+         * a dead thread left keyed to it, which this thread takes over
+         * (heap.c, heap_left_keyed); never the shared empty heap */
+        heap = spry_heap_acquire();
+        if (!heap || heap != page->heap) {
+            spry_page_remote_free(page, p);      /* marked free already */
+            return;
+        }
+    }
     if (page->block_size <= SPRY_SMALL_MAX) {
         /* a full page of 1 KiB blocks or less (never cached: its push
          * failed) takes its block back and goes back into its queue

@@ -198,7 +198,7 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
  * key meanwhile and see either value, both of which send them remote. */
 static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
     spry_lock(&heap->lock);
-    heap->tid = tid;
+    __atomic_store_n(&heap->tid, tid, __ATOMIC_RELAXED);   /* heap_left_keyed reads it unlocked */
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
             spry_page_t *page = &seg->pages[i];
@@ -274,8 +274,25 @@ static spry_heap_t *heap_take(void) {
     return heap;
 }
 
+/* A heap still keyed to the calling thread's pointer, which a thread that
+ * no longer lives left: one whose first malloc came in glibc's last round
+ * of key destructors, too late for spry's own to run and make it dormant.
+ * Its pages pass the free fast path's owner test for the thread glibc gave
+ * the pointer to next (this one), so this thread takes it over: its frees
+ * of the old blocks and its own allocations then work on one heap (they
+ * mixed the two heaps' pages and counts, and the old heap stayed live for
+ * good). Live threads' pointers are distinct, and a dormant heap's key is
+ * 0, so a match is such a heap. Once per thread, over every heap made. */
+static spry_heap_t *heap_left_keyed(uintptr_t tid) {
+    for (spry_heap_t *h = spry_heaps_list(); h; h = h->all_next)
+        if (__atomic_load_n(&h->tid, __ATOMIC_RELAXED) == tid) return h;
+    return NULL;
+}
+
 spry_heap_t *spry_heap_acquire(void) {
-    spry_heap_t *heap = heap_take();
+    spry_init();
+    spry_heap_t *heap = heap_left_keyed(spry_thread_key());
+    if (!heap) heap = heap_take();
     if (!heap) return NULL;
     heap->limits_in = 0;                  /* bounds at the first slow path */
     spry_tls_heap = heap;
