@@ -42,6 +42,8 @@ static bool steal_collect(spry_heap_t *heap, bool fenced, bool idle_only) {
         spry_inbox_drain_guarded(heap);
         spry_heap_drop_caches(heap, spry_class_of(SPRY_SMALL_MAX + 1));
         spry_stat_add(&spry_stat.idle_collections, 1);
+        /* what is left there (pages of 1 KiB blocks or less) is the owner's */
+        heap->idle_inbox = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
     }
     atomic_store_explicit(&heap->steal, 0, memory_order_release);
     spry_os_wake_all(&heap->steal);
@@ -63,12 +65,19 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
         if (seen == SPRY_GUARD_OUT)
             atomic_compare_exchange_strong_explicit(&heap->busy, &seen, 0, memory_order_acq_rel,
                                                     memory_order_relaxed);
-        heap->idle_collected = 0;
+        atomic_store_explicit(&heap->idle_collected, 0, memory_order_relaxed);
         heap->idle_passes = 0;
         return true;
     }
-    if (heap->idle_collected) return false;
-    if (++heap->idle_passes < IDLE_PASSES) return true;
+    if (atomic_load_explicit(&heap->idle_collected, memory_order_relaxed)) {
+        /* Collected, the owner still away: again only when other threads
+         * queued pages in its inbox since (their frees then wake this
+         * thread: remote.c). Skipped until the owner came back, 800 MB
+         * they freed stayed resident (a review). */
+        if (atomic_load_explicit(&heap->inbox, memory_order_relaxed) == heap->idle_inbox) return false;
+    } else if (++heap->idle_passes < IDLE_PASSES) {
+        return true;
+    }
     heap->idle_passes = 0;
     /* Refused (an old kernel, a sandbox): the heap counts as collected,
      * so that idle heaps do not keep the purge thread from leaving. */
@@ -77,6 +86,7 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
      * sees 1 */
     bool fenced = spry_os_fence_all();
     bool took = steal_collect(heap, fenced, true);
-    heap->idle_collected = took || !fenced;     /* else it came back meanwhile */
-    return heap->idle_collected == 0;
+    bool done = took || !fenced;                /* else it came back meanwhile */
+    atomic_store_explicit(&heap->idle_collected, done, memory_order_relaxed);
+    return !done;
 }

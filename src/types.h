@@ -238,9 +238,12 @@ typedef struct spry_heap {
      * touches what a purge pass may collect from an idle heap */
     _Atomic(uint8_t) busy;
     _Atomic(int) steal;                 /* 1 while a purge pass collects    */
-    uint8_t idle_collected;             /* purge passes: collected, owner not
-                                           back since (steal.c)             */
+    _Atomic(uint8_t) idle_collected;    /* purge passes: collected, owner not
+                                           back since (steal.c); read by
+                                           remote frees (remote.c)           */
     uint8_t idle_passes;                /* purge passes that found it idle */
+    spry_page_t *idle_inbox;            /* purge passes: the inbox as the
+                                           last collection left it          */
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
     struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */

@@ -33,13 +33,17 @@
  *    workers fill their slots (block-cache classes and large spans) and go
  *    idle, alive; the main thread checks and frees every block. What they
  *    held waits in their pages and inboxes, which only the owner used to
- *    collect: about 30 MB stayed resident for as long as the workers slept,
- *    after malloc_trim(0) from the main thread too (a review). Without
- *    `trim`, the purge thread's idle collection must return it (polled for
- *    30 s); with `trim` (registered with a purge delay of an hour, so the
- *    purge thread does nothing in time), one malloc_trim(0) / spry_trim()
- *    must, before it returns. Then the workers fill and check their slots
- *    again (their heaps must be whole) and exit.
+ *    collect: 200 MB stayed resident for as long as the workers slept,
+ *    after malloc_trim(0) from the main thread too (two reviews). Without
+ *    `trim`, main frees only once the idle heaps were collected and the
+ *    purge thread has left for want of work (a third review: frees that
+ *    came then were never collected, nothing woke the thread, and a heap
+ *    collected once was skipped until its owner came back); the purge
+ *    thread must come back and return it (polled for 30 s). With `trim`
+ *    (registered with a purge delay of an hour, so the purge thread does
+ *    nothing in time), main frees at once and one malloc_trim(0) /
+ *    spry_trim() must return it before it returns. Then the workers fill
+ *    and check their slots again (their heaps must be whole) and exit.
  * 6. Races (usage: idle_threads race SECONDS): threads alternate short
  *    bursts of churn with short waits, so that collections (run with a
  *    purge delay of 1 ms by the test's registration) meet owners coming
@@ -374,6 +378,8 @@ static void *remote_worker(void *arg)
     return NULL;
 }
 
+static int only_main_and_workers(int n) { return n == 1 + WORKERS; }
+
 static void test_remote(bool trim)
 {
     size_t base = rss_bytes();
@@ -385,6 +391,12 @@ static void test_remote(bool trim)
     while (idle_count < WORKERS) pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
     size_t held = rss_bytes();
+    if (!trim) {
+        /* main and the workers only: the idle heaps were collected (with
+         * nothing to give back) and the purge thread left */
+        CHECKF(threads_wait(only_main_and_workers, 60) >= 0,
+               "the purge thread did not leave (Threads: %d)", proc_threads());
+    }
     for (int i = 0; i < WORKERS; i++) {
         for (unsigned k = 0; k < SLOTS; k++) {
             struct worker *w = &workers[i];
