@@ -36,9 +36,13 @@ void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_blo
     do {
         atomic_store_explicit(&page->inbox_next, top, memory_order_relaxed);
     } while (!spry_cas_weak_release(&heap->inbox, &top, page));
-    /* An owner the purge thread found idle collects nothing itself: the
-     * thread (gone, maybe, for want of work) must look again (steal.c). */
-    if (atomic_load_explicit(&heap->idle_collected, memory_order_relaxed)) spry_purge_notify();
+    /* The owner may be idle, and then collects nothing itself: the purge
+     * thread (gone, maybe, for want of work) must look (steal.c). Not only
+     * for heaps it collected already: one whose owner never cached a block
+     * had never started it (32 MiB kept in a review), and a free landing
+     * while the collection ends saw the flag still clear. Once per page
+     * queued; cheap while the thread runs (a flag already set). */
+    spry_purge_notify();
 }
 
 static void outbox_send(spry_heap_t *heap, spry_outbox_t *o) {

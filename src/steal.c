@@ -2,6 +2,7 @@
 #include "guard.h"
 #include "heap.h"
 #include "remote.h"
+#include "queue.h"
 #include "sizeclass.h"
 #include "os.h"
 #include "stats.h"
@@ -39,8 +40,10 @@ static bool steal_collect(spry_heap_t *heap, bool fenced, bool idle_only) {
     uint8_t busy = atomic_load_explicit(&heap->busy, memory_order_acquire);
     bool take = fenced && (idle_only ? busy == 0 : busy != SPRY_GUARD_IN);
     if (take) {
+        unsigned above = spry_class_of(SPRY_SMALL_MAX + 1);
         spry_inbox_drain_guarded(heap);
-        spry_heap_drop_caches(heap, spry_class_of(SPRY_SMALL_MAX + 1));
+        spry_heap_drop_caches(heap, above);
+        spry_queues_watch(heap, above);
         spry_stat_add(&spry_stat.idle_collections, 1);
         /* what is left there (pages of 1 KiB blocks or less) is the owner's */
         heap->idle_inbox = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
@@ -71,9 +74,10 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
     }
     if (atomic_load_explicit(&heap->idle_collected, memory_order_relaxed)) {
         /* Collected, the owner still away: again only when other threads
-         * queued pages in its inbox since (their frees then wake this
-         * thread: remote.c). Skipped until the owner came back, 800 MB
-         * they freed stayed resident (a review). */
+         * queued pages in its inbox since (every page left asks to be told,
+         * and the free that queues one wakes this thread: remote.c).
+         * Skipped until the owner came back, 800 MB they freed stayed
+         * resident (a review). */
         if (atomic_load_explicit(&heap->inbox, memory_order_relaxed) == heap->idle_inbox) return false;
     } else if (++heap->idle_passes < IDLE_PASSES) {
         return true;

@@ -49,7 +49,8 @@
  *    purge delay of 1 ms by the test's registration) meet owners coming
  *    back at every point of their paths; every block is checked.
  *
- * usage: idle_threads [fork | forkown | late | refused | remote [trim] | race SECONDS]
+ * usage: idle_threads [fork | forkown | late | refused | remote [trim] |
+ *                     remote8k [half] | race SECONDS]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -428,6 +429,68 @@ static void test_remote(bool trim)
     for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
 }
 
+/* 5c. Pages that were not full (usage: idle_threads remote8k [half]): each
+ *    worker mallocs PAGE_BLOCKS blocks of 8 KiB, class pages only (no
+ *    large block, so nothing may have started the purge thread), with
+ *    `half` frees the even ones itself, and waits; once the purge thread
+ *    is gone (or never came), main frees the rest. Two reviews: with
+ *    `half`, the pages were in their queues, not full, and remote frees
+ *    into them waited for the owner (158 MiB kept); without, the heaps had
+ *    never been collected, so nothing woke the purge thread (32 MiB). The
+ *    memory must come back (polled for 30 s). */
+#define PAGE_BLOCKS 4096
+static void *page_blocks[WORKERS][PAGE_BLOCKS];
+static bool half;
+
+static void *pages_worker(void *arg) {
+    void **b = page_blocks[(struct worker *)arg - workers];
+    for (int k = 0; k < PAGE_BLOCKS; k++) {
+        b[k] = A_malloc(8192);
+        CHECK_NOTNULL(b[k]);
+        pattern_fill(b[k], 8192);
+    }
+    for (int k = 0; half && k < PAGE_BLOCKS; k += 2) {
+        A_free(b[k]);
+        b[k] = NULL;
+    }
+    wait_phase(1);
+    return NULL;
+}
+
+static void test_remote_pages(void) {
+    size_t base = rss_bytes();
+    for (int i = 0; i < WORKERS; i++)
+        CHECK_EQ(pthread_create(&workers[i].thread, NULL, pages_worker, &workers[i]), 0);
+    pthread_mutex_lock(&lock);
+    while (idle_count < WORKERS) pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    size_t held = rss_bytes();
+    CHECKF(threads_wait(only_main_and_workers, 60) >= 0,
+           "the purge thread did not leave (Threads: %d)", proc_threads());
+    for (int i = 0; i < WORKERS; i++)
+        for (int k = 0; k < PAGE_BLOCKS; k++) {
+            void *p = page_blocks[i][k];
+            if (!p) continue;
+            CHECK_PATTERN(p, 8192, pattern_seed(p, 8192), "block freed by main");
+            A_free(p);
+        }
+    double t0 = now_s(), waited = 0;
+    size_t rss = rss_bytes();
+    while (rss > base + SLACK && (waited = now_s() - t0) < 30) {
+        threads_sleep_ms(20);
+        rss = rss_bytes();
+    }
+    printf("remote8k%s: baseline %zu MiB, %zu MiB live, %zu MiB %.2f s after main freed them\n",
+           half ? " half" : "", base / MiB, held / MiB, rss / MiB, waited);
+    CHECKF(rss <= base + SLACK, "idle owners kept %zu MiB that another thread freed",
+           (rss - base) / MiB);
+    pthread_mutex_lock(&lock);
+    phase = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+}
+
 #define LATE_BLOCKS 12
 static void *late_blocks[LATE_BLOCKS];
 
@@ -490,6 +553,10 @@ int main(int argc, char **argv)
     else if (argc >= 2 && strcmp(argv[1], "forkown") == 0) test_fork_own();
     else if (argc >= 2 && strcmp(argv[1], "refused") == 0) test_refused();
     else if (argc >= 2 && strcmp(argv[1], "remote") == 0) test_remote(argc >= 3 && strcmp(argv[2], "trim") == 0);
+    else if (argc >= 2 && strcmp(argv[1], "remote8k") == 0) {
+        half = argc >= 3 && strcmp(argv[2], "half") == 0;
+        test_remote_pages();
+    }
     else test_idle_return();
     return 0;
 }
