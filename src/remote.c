@@ -124,26 +124,37 @@ void spry_inbox_drain(spry_heap_t *heap) {
 }
 
 /* Pages of blocks of 1 KiB or less are the owner's unguarded fast paths'
- * (guard.h): they go back into the inbox, still QUEUED, for the owner. */
-void spry_inbox_drain_guarded(spry_heap_t *heap) {
-    spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
+ * (guard.h): they go back into the inbox, still QUEUED, for the owner, and
+ * only into an inbox found empty, so that what is returned (the inbox as
+ * this drain leaves it) holds no page queued meanwhile: the idle
+ * collection compares it with the inbox at its next pass (steal.c). A page
+ * queued while the pages were sorted is drained in another round (a
+ * review: one queued as the collection ended was taken for the owner's,
+ * and waited for it). */
+spry_page_t *spry_inbox_drain_guarded(spry_heap_t *heap) {
     spry_page_t *keep = NULL, *keep_last = NULL;
-    while (page) {
-        spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
-        if (page->kind == SPRY_PAGE_CLASS && page->block_size <= SPRY_SMALL_MAX) {
-            atomic_store_explicit(&page->inbox_next, keep, memory_order_relaxed);
-            if (!keep) keep_last = page;
-            keep = page;
-        } else {
-            inbox_collect(heap, page);
+    for (;;) {
+        spry_page_t *page = atomic_exchange_explicit(&heap->inbox, NULL, memory_order_acquire);
+        while (page) {
+            spry_page_t *next = atomic_load_explicit(&page->inbox_next, memory_order_relaxed);
+            if (page->kind == SPRY_PAGE_CLASS && page->block_size <= SPRY_SMALL_MAX) {
+                atomic_store_explicit(&page->inbox_next, keep, memory_order_relaxed);
+                if (!keep) keep_last = page;
+                keep = page;
+            } else {
+                inbox_collect(heap, page);
+            }
+            page = next;
         }
-        page = next;
+        spry_page_t *empty = NULL;
+        if (!keep) {
+            if (!atomic_load_explicit(&heap->inbox, memory_order_acquire)) return NULL;
+            continue;
+        }
+        atomic_store_explicit(&keep_last->inbox_next, NULL, memory_order_relaxed);
+        if (atomic_compare_exchange_strong_explicit(&heap->inbox, &empty, keep, memory_order_release,
+                                                    memory_order_relaxed)) return keep;
     }
-    if (!keep) return;
-    spry_page_t *top = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
-    do {
-        atomic_store_explicit(&keep_last->inbox_next, top, memory_order_relaxed);
-    } while (!spry_cas_weak_release(&heap->inbox, &top, keep));
 }
 
 /* fork child: a remote free cut in two by fork may have marked its page

@@ -33,8 +33,9 @@ void spry_outbox_drop(spry_heap_t *heap);
  * ones are released. */
 void spry_inbox_drain(spry_heap_t *heap);
 /* The same for a collector holding the heap's guard (steal.c): only the
- * pages the guard covers, large blocks and classes above 1 KiB. */
-void spry_inbox_drain_guarded(spry_heap_t *heap);
+ * pages the guard covers, large blocks and classes above 1 KiB. Returns the
+ * inbox as it leaves it (the owner's pages only). */
+spry_page_t *spry_inbox_drain_guarded(spry_heap_t *heap);
 /* fork child: remakes a heap's inbox from its pages' QUEUED flags. */
 void spry_inbox_rebuild(spry_heap_t *heap);
 

@@ -41,12 +41,14 @@ static bool steal_collect(spry_heap_t *heap, bool fenced, bool idle_only) {
     bool take = fenced && (idle_only ? busy == 0 : busy != SPRY_GUARD_IN);
     if (take) {
         unsigned above = spry_class_of(SPRY_SMALL_MAX + 1);
-        spry_inbox_drain_guarded(heap);
+        /* what the drain leaves there is the owner's (pages of 1 KiB blocks
+         * or less); a page queued from now on, during the rest of the
+         * collection included, changes the inbox and is collected at the
+         * next pass, which its free asked for */
+        heap->idle_inbox = spry_inbox_drain_guarded(heap);
         spry_heap_drop_caches(heap, above);
         spry_queues_watch(heap, above);
         spry_stat_add(&spry_stat.idle_collections, 1);
-        /* what is left there (pages of 1 KiB blocks or less) is the owner's */
-        heap->idle_inbox = atomic_load_explicit(&heap->inbox, memory_order_relaxed);
     }
     atomic_store_explicit(&heap->steal, 0, memory_order_release);
     spry_os_wake_all(&heap->steal);
