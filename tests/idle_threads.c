@@ -381,6 +381,28 @@ static void *remote_worker(void *arg)
 
 static int only_main_and_workers(int n) { return n == 1 + WORKERS; }
 
+/* Main freed the idle workers' blocks: RSS must be back within SLACK of
+ * the baseline, polled for up to `seconds`; then the workers go on (phase
+ * 1) and are joined. */
+static void remote_returned(const char *what, size_t base, size_t held, double seconds)
+{
+    double t0 = now_s(), waited = 0;
+    size_t rss = rss_bytes();
+    while (rss > base + SLACK && (waited = now_s() - t0) < seconds) {
+        threads_sleep_ms(20);
+        rss = rss_bytes();
+    }
+    printf("%s: baseline %zu MiB, %zu MiB live, %zu MiB %.2f s after main freed them\n",
+           what, base / MiB, held / MiB, rss / MiB, waited);
+    CHECKF(rss <= base + SLACK, "idle owners kept %zu MiB that another thread freed",
+           (rss - base) / MiB);
+    pthread_mutex_lock(&lock);
+    phase = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+}
+
 static void test_remote(bool trim)
 {
     size_t base = rss_bytes();
@@ -406,27 +428,8 @@ static void test_remote(bool trim)
             w->p[k] = NULL;
         }
     }
-    double t0 = now_s(), waited = 0;
-    size_t rss;
-    if (trim) {
-        A_trim();
-        rss = rss_bytes();
-    } else {
-        rss = rss_bytes();
-        while (rss > base + SLACK && (waited = now_s() - t0) < 30) {
-            threads_sleep_ms(20);
-            rss = rss_bytes();
-        }
-    }
-    printf("remote%s: baseline %zu MiB, %zu MiB live, %zu MiB %.2f s after main freed them\n",
-           trim ? " trim" : "", base / MiB, held / MiB, rss / MiB, waited);
-    CHECKF(rss <= base + SLACK, "idle owners kept %zu MiB that another thread freed",
-           (rss - base) / MiB);
-    pthread_mutex_lock(&lock);
-    phase = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    if (trim) A_trim();
+    remote_returned(trim ? "remote trim" : "remote", base, held, trim ? 0 : 30);
 }
 
 /* 5c. Pages that were not full (usage: idle_threads remote8k [half]): each
@@ -474,21 +477,7 @@ static void test_remote_pages(void) {
             CHECK_PATTERN(p, 8192, pattern_seed(p, 8192), "block freed by main");
             A_free(p);
         }
-    double t0 = now_s(), waited = 0;
-    size_t rss = rss_bytes();
-    while (rss > base + SLACK && (waited = now_s() - t0) < 30) {
-        threads_sleep_ms(20);
-        rss = rss_bytes();
-    }
-    printf("remote8k%s: baseline %zu MiB, %zu MiB live, %zu MiB %.2f s after main freed them\n",
-           half ? " half" : "", base / MiB, held / MiB, rss / MiB, waited);
-    CHECKF(rss <= base + SLACK, "idle owners kept %zu MiB that another thread freed",
-           (rss - base) / MiB);
-    pthread_mutex_lock(&lock);
-    phase = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    remote_returned(half ? "remote8k half" : "remote8k", base, held, 30);
 }
 
 #define LATE_BLOCKS 12
