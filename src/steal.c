@@ -35,7 +35,8 @@ void spry_heap_enter_wait(spry_heap_t *heap) {
  * guard covers goes: remote frees queued in the inbox for large blocks and
  * classes above 1 KiB (other threads' frees into an idle owner's pages
  * waited there for its next call: a review measured 400 MB kept), the
- * block cache, the hot spans, the empty pages above 1 KiB. */
+ * block cache, the hot spans, the empty pages above 1 KiB; the pages left
+ * above 1 KiB then ask to be told of remote frees (queue.c). */
 static bool steal_collect(spry_heap_t *heap, bool fenced, bool idle_only) {
     uint8_t busy = atomic_load_explicit(&heap->busy, memory_order_acquire);
     bool take = fenced && (idle_only ? busy == 0 : busy != SPRY_GUARD_IN);
@@ -70,11 +71,11 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
         if (seen == SPRY_GUARD_OUT)
             atomic_compare_exchange_strong_explicit(&heap->busy, &seen, 0, memory_order_acq_rel,
                                                     memory_order_relaxed);
-        atomic_store_explicit(&heap->idle_collected, 0, memory_order_relaxed);
+        heap->idle_collected = 0;
         heap->idle_passes = 0;
         return true;
     }
-    if (atomic_load_explicit(&heap->idle_collected, memory_order_relaxed)) {
+    if (heap->idle_collected) {
         /* Collected, the owner still away: again only when other threads
          * queued pages in its inbox since (every page left asks to be told,
          * and the free that queues one wakes this thread: remote.c).
@@ -93,6 +94,6 @@ bool spry_heap_collect_idle(spry_heap_t *heap) {
     bool fenced = spry_os_fence_all();
     bool took = steal_collect(heap, fenced, true);
     bool done = took || !fenced;                /* else it came back meanwhile */
-    atomic_store_explicit(&heap->idle_collected, done, memory_order_relaxed);
+    heap->idle_collected = done;
     return !done;
 }

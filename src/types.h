@@ -238,9 +238,8 @@ typedef struct spry_heap {
      * touches what a purge pass may collect from an idle heap */
     _Atomic(uint8_t) busy;
     _Atomic(int) steal;                 /* 1 while a purge pass collects    */
-    _Atomic(uint8_t) idle_collected;    /* purge passes: collected, owner not
-                                           back since (steal.c); read by
-                                           remote frees (remote.c)           */
+    uint8_t idle_collected;             /* purge passes: collected, owner not
+                                           back since (steal.c)             */
     uint8_t idle_passes;                /* purge passes that found it idle */
     spry_page_t *idle_inbox;            /* purge passes: the inbox as the
                                            last collection left it          */
