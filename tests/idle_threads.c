@@ -147,6 +147,38 @@ static void wait_phase(int want)
     pthread_mutex_unlock(&lock);
 }
 
+/* Main's side of the phases: wait until n threads reached wait_phase, and
+ * let them go on to phase p. */
+static void wait_idle(int n)
+{
+    pthread_mutex_lock(&lock);
+    while (idle_count < n) pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+}
+
+static void set_phase(int p)
+{
+    pthread_mutex_lock(&lock);
+    phase = p;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Starts n workers running fn, worker i's generator seeded with
+ * mult * (i + add). */
+static void start_workers(int n, void *(*fn)(void *), uint64_t mult, uint64_t add)
+{
+    for (int i = 0; i < n; i++) {
+        workers[i].rng = mult * ((uint64_t)i + add);
+        CHECK_EQ(pthread_create(&workers[i].thread, NULL, fn, &workers[i]), 0);
+    }
+}
+
+static void join_workers(int n)
+{
+    for (int i = 0; i < n; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+}
+
 static void *idle_worker(void *arg)
 {
     struct worker *w = arg;
@@ -185,13 +217,8 @@ static double now_s(void)
 static void test_idle_return(void)
 {
     size_t base = rss_bytes();
-    for (int i = 0; i < WORKERS; i++) {
-        workers[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
-        CHECK_EQ(pthread_create(&workers[i].thread, NULL, idle_worker, &workers[i]), 0);
-    }
-    pthread_mutex_lock(&lock);
-    while (idle_count < WORKERS) pthread_cond_wait(&cond, &lock);
-    pthread_mutex_unlock(&lock);
+    start_workers(WORKERS, idle_worker, 0x9E3779B97F4A7C15ull, 1);
+    wait_idle(WORKERS);
     size_t held = rss_bytes();
     double t0 = now_s(), waited = 0;
     size_t rss = held;
@@ -203,11 +230,8 @@ static void test_idle_return(void)
     printf("idle return: baseline %zu MiB, all freed %zu MiB, %zu MiB after %.2f s "
            "(%zu collections)\n", base / MiB, held / MiB, rss / MiB, waited, idle_collections());
     CHECKF(rss <= base + SLACK, "idle threads kept %zu MiB over the baseline", (rss - base) / MiB);
-    pthread_mutex_lock(&lock);
-    phase = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    set_phase(1);
+    join_workers(WORKERS);
 }
 
 static void *race_worker(void *arg)
@@ -227,17 +251,14 @@ static void *race_worker(void *arg)
 
 static void test_races(double seconds)
 {
-    for (int i = 0; i < WORKERS; i++) {
-        workers[i].rng = 0xD6E8FEB86659FD93ull * (uint64_t)(i + 7);
-        CHECK_EQ(pthread_create(&workers[i].thread, NULL, race_worker, &workers[i]), 0);
-    }
+    start_workers(WORKERS, race_worker, 0xD6E8FEB86659FD93ull, 7);
     double t0 = now_s();
     while (now_s() - t0 < seconds) {
         struct timespec ts = { 0, 50 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
     atomic_store(&stop, 1);
-    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    join_workers(WORKERS);
     size_t collections = idle_collections();
     printf("races: %.1f s of bursts and waits, %zu collections, every block intact\n",
            seconds, collections);
@@ -255,11 +276,8 @@ static void *parent_worker(void *arg)
 
 static void test_fork(void)
 {
-    for (int i = 0; i < WORKERS; i++) {
-        workers[i].rng = 0x2545F4914F6CDD1Dull * (uint64_t)(i + 3);
-        CHECK_EQ(pthread_create(&workers[i].thread, NULL, parent_worker, &workers[i]), 0);
-    }
-    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    start_workers(WORKERS, parent_worker, 0x2545F4914F6CDD1Dull, 3);
+    join_workers(WORKERS);
     A_trim();              /* the child's baseline: not the parent's peak */
     fflush(stdout);
     pid_t child = fork();
@@ -338,22 +356,14 @@ static void test_refused(void)
         exit(77);
     }
     CHECK(syscall(SYS_membarrier, 0, 0, 0) == -1 && errno == ENOSYS);
-    for (int i = 0; i < 2; i++) {
-        workers[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 11);
-        CHECK_EQ(pthread_create(&workers[i].thread, NULL, refused_worker, &workers[i]), 0);
-    }
-    pthread_mutex_lock(&lock);
-    while (idle_count < 2) pthread_cond_wait(&cond, &lock);
-    pthread_mutex_unlock(&lock);
+    start_workers(2, refused_worker, 0x9E3779B97F4A7C15ull, 11);
+    wait_idle(2);
     /* main and the two workers: the purge thread left */
     double took = threads_wait(only_three, 30);
     printf("refused: the purge thread %s (Threads: %d)\n", took >= 0 ? "left" : "stayed", proc_threads());
     CHECKF(took >= 0, "the purge thread stayed though membarrier is refused");
-    pthread_mutex_lock(&lock);
-    phase = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < 2; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    set_phase(1);
+    join_workers(2);
 }
 
 /* Fills every slot: the step's size mix, a quarter of them large spans. */
@@ -396,23 +406,15 @@ static void remote_returned(const char *what, size_t base, size_t held, double s
            what, base / MiB, held / MiB, rss / MiB, waited);
     CHECKF(rss <= base + SLACK, "idle owners kept %zu MiB that another thread freed",
            (rss - base) / MiB);
-    pthread_mutex_lock(&lock);
-    phase = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < WORKERS; i++) CHECK_EQ(pthread_join(workers[i].thread, NULL), 0);
+    set_phase(1);
+    join_workers(WORKERS);
 }
 
 static void test_remote(bool trim)
 {
     size_t base = rss_bytes();
-    for (int i = 0; i < WORKERS; i++) {
-        workers[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 21);
-        CHECK_EQ(pthread_create(&workers[i].thread, NULL, remote_worker, &workers[i]), 0);
-    }
-    pthread_mutex_lock(&lock);
-    while (idle_count < WORKERS) pthread_cond_wait(&cond, &lock);
-    pthread_mutex_unlock(&lock);
+    start_workers(WORKERS, remote_worker, 0x9E3779B97F4A7C15ull, 21);
+    wait_idle(WORKERS);
     size_t held = rss_bytes();
     if (!trim) {
         /* main and the workers only: the idle heaps were collected (with
@@ -462,11 +464,8 @@ static void *pages_worker(void *arg) {
 
 static void test_remote_pages(void) {
     size_t base = rss_bytes();
-    for (int i = 0; i < WORKERS; i++)
-        CHECK_EQ(pthread_create(&workers[i].thread, NULL, pages_worker, &workers[i]), 0);
-    pthread_mutex_lock(&lock);
-    while (idle_count < WORKERS) pthread_cond_wait(&cond, &lock);
-    pthread_mutex_unlock(&lock);
+    start_workers(WORKERS, pages_worker, 0, 0);
+    wait_idle(WORKERS);
     size_t held = rss_bytes();
     CHECKF(threads_wait(only_main_and_workers, 60) >= 0,
            "the purge thread did not leave (Threads: %d)", proc_threads());
@@ -506,17 +505,12 @@ static void test_late(void)
 {
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, late_worker, NULL), 0);
-    pthread_mutex_lock(&lock);
-    while (idle_count < 1) pthread_cond_wait(&cond, &lock);
-    pthread_mutex_unlock(&lock);
+    wait_idle(1);
     /* main and the worker only: the purge thread left, nothing to do */
     CHECKF(threads_wait(only_two, 60) >= 0, "the purge thread did not leave (Threads: %d)", proc_threads());
     size_t base = rss_bytes();
-    pthread_mutex_lock(&lock);
-    phase = 1;
-    pthread_cond_broadcast(&cond);
-    while (idle_count < 2) pthread_cond_wait(&cond, &lock);
-    pthread_mutex_unlock(&lock);
+    set_phase(1);
+    wait_idle(2);
     double t0 = now_s();
     size_t rss = rss_bytes();
     while (rss + 2 * MiB > base && now_s() - t0 < 30) {
@@ -526,10 +520,7 @@ static void test_late(void)
     printf("late: %zu MiB with the blocks live, %zu MiB %.2f s after their free\n",
            base / MiB, rss / MiB, now_s() - t0);
     CHECKF(rss + 2 * MiB <= base, "the freed blocks stayed resident (%zu of %zu MiB)", rss / MiB, base / MiB);
-    pthread_mutex_lock(&lock);
-    phase = 2;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
+    set_phase(2);
     CHECK_EQ(pthread_join(t, NULL), 0);
 }
 
