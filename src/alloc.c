@@ -229,8 +229,7 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
         /* The owner's 8-byte block of a page that is not full: its live bit,
          * and its remote bit (freed by another thread, not collected yet). */
         size_t i = spry_page_tiny_index(page, p);
-        if (spry_unlikely(i >= page->reserved || !spry_page_live_test_at(page, i) ||
-                          spry_page_remote_test_at(page, i)))
+        if (spry_unlikely(i >= page->reserved || spry_page_tiny_free_at(page, i)))
             return realloc_invalid(p);
         if (n <= 8) return p;
         return realloc_from_tiny(page, p, n, i);

@@ -28,7 +28,7 @@ void spry_free_double(void *p) {
 static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
     if (spry_page_block_free(page, p)) return false;
     if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
-        size_t i = (size_t)((uint8_t *)p - page->start) >> 3;
+        size_t i = spry_page_tiny_at(page, p);
         if (owner) spry_page_live_clear_at(page, i);
         else if (!spry_page_remote_mark_at(page, i)) return false;   /* two threads at once */
     } else {

@@ -404,8 +404,8 @@ void spry_heaps_fork_parent(void) {
  * batched remote frees are dropped (remote.c spry_outbox_drop: a batch cut
  * in two cannot be told from a whole one), their queues remade (their
  * owners may have been mid-operation; span-level state was consistent,
- * fork_prepare held their locks), and they go dormant, to be reused by the child's next thread
- * and purged like any other. Dormant heaps stay dormant; no purge pass was
+ * fork_prepare held their locks), and they go dormant, to be reused by the
+ * child's next thread and purged like any other. Dormant heaps stay dormant; no purge pass was
  * running (fork_prepare waited for it). A heap's request for an urgent trim
  * is dropped: the purge thread and its kick are gone, and a flag left set
  * would make every later request look answered (the next free over budget

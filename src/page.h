@@ -31,8 +31,12 @@ static inline uint64_t *spry_page_live_word_at(const spry_page_t *page, size_t i
     *bit = (uint64_t)1 << (i & 63);
     return (uint64_t *)(page->start - SPRY_LIVE_MAP_BYTES) + (i >> 6);
 }
+/* The index of b, a block start of a class-0 page. */
+static inline size_t spry_page_tiny_at(const spry_page_t *page, const void *b) {
+    return (size_t)((const uint8_t *)b - page->start) >> 3;
+}
 static inline uint64_t *spry_page_live_word(const spry_page_t *page, const void *b, uint64_t *bit) {
-    return spry_page_live_word_at(page, (size_t)((const uint8_t *)b - page->start) >> 3, bit);
+    return spry_page_live_word_at(page, spry_page_tiny_at(page, b), bit);
 }
 /* The index of p in a class-0 page, or a number >= page->reserved when p is
  * not one of its block starts (below the blocks or misaligned: the rotate
@@ -69,9 +73,6 @@ static inline bool spry_page_live_clear_at(spry_page_t *page, size_t i) {
     __atomic_store_n(w, v, __ATOMIC_RELAXED);
     return true;
 }
-static inline bool spry_page_live_clear(spry_page_t *page, const void *b) {
-    return spry_page_live_clear_at(page, (size_t)((const uint8_t *)b - page->start) >> 3);
-}
 
 static inline uint64_t *spry_page_remote_word_at(const spry_page_t *page, size_t i) {
     return (uint64_t *)(page->start - SPRY_TINY_MAPS_BYTES) + (i >> 6);
@@ -85,6 +86,11 @@ static inline bool spry_page_remote_mark_at(spry_page_t *page, size_t i) {
 /* Any thread: is block i freed by another thread and not collected yet? */
 static inline bool spry_page_remote_test_at(const spry_page_t *page, size_t i) {
     return (__atomic_load_n(spry_page_remote_word_at(page, i), __ATOMIC_RELAXED) >> (i & 63)) & 1;
+}
+/* Any thread: is block i free: never handed out or freed by the owner
+ * (live bit clear), or freed by another thread (remote bit set)? */
+static inline bool spry_page_tiny_free_at(const spry_page_t *page, size_t i) {
+    return !spry_page_live_test_at(page, i) || spry_page_remote_test_at(page, i);
 }
 /* Owner, collecting: clears the bits of `bits` in the remote word w (an
  * atomic AND: other threads set bits of the same word meanwhile). */
@@ -118,10 +124,8 @@ static inline bool spry_page_block_start(const spry_page_t *page, const void *p)
  * its live bit is clear or its remote bit set (8-byte blocks), or it carries
  * the free marker. */
 static inline bool spry_page_block_free(const spry_page_t *page, const void *p) {
-    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
-        size_t i = (size_t)((const uint8_t *)p - page->start) >> 3;
-        return !spry_page_live_test_at(page, i) || spry_page_remote_test_at(page, i);
-    }
+    if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0)
+        return spry_page_tiny_free_at(page, spry_page_tiny_at(page, p));
     return spry_block_marker(p) == page;
 }
 

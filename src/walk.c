@@ -60,10 +60,7 @@ static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t 
     if (tiny && cap > SPRY_LIVE_MAP_BYTES * 8) cap = SPRY_LIVE_MAP_BYTES * 8;
     for (; i < cap; i++) {
         uint8_t *b = start + i * bs;
-        /* an 8-byte block another thread freed keeps its live bit until
-         * the owner collects it; its remote bit says it is free */
-        bool live = tiny ? spry_page_live_test_at(page, i) && !spry_page_remote_test_at(page, i)
-                         : spry_block_marker(b) != page;
+        bool live = tiny ? !spry_page_tiny_free_at(page, i) : spry_block_marker(b) != page;
         if (!live) continue;
         if (batch_full(batch)) return (uintptr_t)b;
         batch_add(batch, b, bs);
