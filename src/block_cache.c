@@ -4,7 +4,7 @@
 #include "purge.h"
 
 #define CLASS_BYTES ((size_t)1024 * 1024)
-#define CLASS_MIN   8
+#define CLASS_MIN   16
 #define CLASS_MAX   256
 
 static spry_page_t *page_of(const spry_block_t *b) {
@@ -54,9 +54,9 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
 }
 
 void spry_bcache_refresh_limit(spry_heap_t *heap) {
-    size_t quarter = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 4;
+    size_t half = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 2;
     size_t lo = heap->hot_limit, hi = 4 * heap->hot_limit;
-    size_t limit = quarter < lo ? lo : quarter > hi ? hi : quarter;
+    size_t limit = half < lo ? lo : half > hi ? hi : half;
     /* room may go below 0: pushes then go over until pops make room */
     heap->bcache_room += (ptrdiff_t)limit - (ptrdiff_t)heap->bcache_limit;
     heap->bcache_limit = limit;
