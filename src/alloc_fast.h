@@ -11,7 +11,8 @@
  *        ├── used reached 0 ──> spry_page_empty (queue.c)
  *        ├── its own page of 8-byte blocks ──> spry_free_tiny (free.c)
  *        ├── its own full page, or blocks above 1 KiB ──> spry_free_cached
- *        ├── other owner / large / huge ──> spry_free_slow
+ *        ├── other owner / large / huge / class blocks above 128 KiB
+ *        │                  ──> spry_free_slow
  *        └── NULL, foreign, >= 4 MiB-aligned huge ──> spry_free_special
  *
  * No lock, no atomic read-modify-write, no syscall on either fast path. */
@@ -22,7 +23,9 @@
 #include "heap.h"
 #include "queue.h"
 
-void spry_free_slow(spry_page_t *page, void *p);
+/* mine: the page's key xor the thread's pointer (in the register the call
+ * passes it in already). */
+void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine);
 void spry_free_special(void *p);
 void spry_free_double(void *p);
 /* The owner frees an 8-byte block of a page that is not full (key TINY, not
@@ -63,7 +66,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     if (spry_unlikely(mine != 0)) {
         if (mine == SPRY_KEY_TINY) spry_free_tiny(page, p);
         else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached(page, p);
-        else spry_free_slow(page, p);
+        else spry_free_slow(page, p, mine);
         return;
     }
     if (spry_unlikely(spry_block_marker(p) == page)) {

@@ -138,12 +138,6 @@ static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_p
     spry_heap_leave(heap);
 }
 
-/* Blocks of class pages above 128 KiB: until they moved into class pages
- * they were large blocks, whose frees were checked, and an interior pointer
- * of one would be handed out again overlapping its block: checked still (a
- * division by the odd part of the size, on these frees only). */
-#define FREE_CHECKED_ABOVE ((size_t)128 * 1024)
-
 /* Marks p freed and pushes it into the caller's block cache; inline in both
  * callers, so that each stays without a frame. */
 static inline __attribute__((always_inline)) void free_into_cache(spry_page_t *page, void *p) {
@@ -157,11 +151,14 @@ static inline __attribute__((always_inline)) void free_into_cache(spry_page_t *p
     free_cached_slow(heap, page, p);
 }
 
-static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p) {
+/* The owner's block of a class page above 128 KiB (key CACHED and SLOW,
+ * page.c): checked for a block start first. */
+static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, void *p) {
     if (!spry_page_class_block_start(page, p)) {
         spry_report_error("free", "invalid pointer", p);
         return;
     }
+    if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
     free_into_cache(page, p);
 }
 
@@ -173,13 +170,10 @@ static __attribute__((noinline)) void free_cached_big(spry_page_t *page, void *p
 void spry_free_cached(spry_page_t *page, void *p) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
-    if (spry_unlikely(page->block_size > FREE_CHECKED_ABOVE)) { free_cached_big(page, p); return; }
     free_into_cache(page, p);
 }
 
-void spry_free_slow(spry_page_t *page, void *p) {
-    uintptr_t key = spry_key_get(page);
-    uintptr_t mine = key ^ spry_thread_key();     /* the flags when it is ours */
+void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine) {
     /* The owner's large block (one per span, key SLOW): its start, not
      * freed yet, straight into the hot cache when it has room, without the
      * general path's page release (a churn of 128-256 KiB blocks spent 110
@@ -199,7 +193,11 @@ void spry_free_slow(spry_page_t *page, void *p) {
             return;
         }
     }
-    free_checked(page, p, key);
+    if ((mine & ~SPRY_KEY_FULL) == (SPRY_KEY_SLOW | SPRY_KEY_CACHED)) {
+        free_cached_checked(page, p);
+        return;
+    }
+    free_checked(page, p, mine ^ spry_thread_key());
 }
 
 void spry_free_special(void *p) {

@@ -35,6 +35,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
         key |= SPRY_KEY_TINY;
     }
     if (bs > SPRY_SMALL_MAX) key |= SPRY_KEY_CACHED;   /* the owner's frees: block_cache.h */
+    if (bs > SPRY_CHECKED_ABOVE) key |= SPRY_KEY_SLOW;  /* and checked: types.h */
     page->reserved = (uint32_t)(bytes / bs);
     /* A span may be a slice longer than asked (the span cache's next size):
      * 8-byte blocks stop where their bitmaps end, or block 8,192's bits

@@ -86,7 +86,8 @@ struct spry_heap;
  * (class 0, see below: the free fast path's mismatch branch sends them
  * straight to their own short path), and with SLOW for large blocks (one
  * block per span: the slow free checks that the pointer is its start, so a
- * stale pointer into the owner's live large block is not taken for it); 0 while
+ * stale pointer into the owner's live large block is not taken for it) and
+ * for class pages above SPRY_CHECKED_ABOVE (with CACHED, below); 0 while
  * the heap is dormant. The free fast path compares it with the calling
  * thread's pointer: any difference (another thread, a full page, a huge or
  * free page, whose key is 0) sends the free to the slow path. Thread pointers are reused after a thread exits,
@@ -98,6 +99,13 @@ struct spry_heap;
 #define SPRY_KEY_CACHED ((uintptr_t)4)
 #define SPRY_KEY_TINY   ((uintptr_t)8)
 #define SPRY_KEY_FLAGS  (SPRY_KEY_FULL | SPRY_KEY_SLOW | SPRY_KEY_CACHED | SPRY_KEY_TINY)
+/* Class pages of blocks above this are keyed CACHED and SLOW: until they
+ * moved into class pages these blocks were large blocks, whose frees were
+ * checked, and an interior pointer of one would be handed out again
+ * overlapping its block; their owner's frees are checked still (a division
+ * by the odd part of the size), on the slow path, so that the other frees
+ * into the block cache need no size test. */
+#define SPRY_CHECKED_ABOVE ((size_t)128 * 1024)
 
 /* Double frees. A block of 16 bytes or more that is free holds its page's
  * descriptor address in its second word (the free marker): every free writes
