@@ -141,7 +141,7 @@ static __attribute__((noinline)) void *realloc_to_tiny(spry_page_t *page, void *
         spry_block_mark_free(p, page);
         spry_page_push(page, p);
     } else {
-        spry_free_cached(page, p);
+        spry_free_cached(p, page);
     }
     return q;
 }

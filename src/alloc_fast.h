@@ -25,15 +25,15 @@
 
 /* mine: the page's key xor the thread's pointer (in the register the call
  * passes it in already). */
-void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine);
+void spry_free_slow(void *p, spry_page_t *page, uintptr_t mine);
 void spry_free_special(void *p);
 void spry_free_double(void *p);
 /* The owner frees an 8-byte block of a page that is not full (key TINY, not
  * FULL); the pointer is checked. */
-void spry_free_tiny(spry_page_t *page, void *p);
+void spry_free_tiny(void *p, spry_page_t *page);
 /* The owner frees a block of a page keyed CACHED or FULL (not TINY): into
  * the block cache. */
-void spry_free_cached(spry_page_t *page, void *p);
+void spry_free_cached(void *p, spry_page_t *page);
 
 static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
     spry_heap_t *heap = spry_tls_heap;
@@ -64,9 +64,9 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     spry_page_t *page = spry_page_of(seg, p);
     uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */
     if (spry_unlikely(mine != 0)) {
-        if (mine == SPRY_KEY_TINY) spry_free_tiny(page, p);
-        else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached(page, p);
-        else spry_free_slow(page, p, mine);
+        if (mine == SPRY_KEY_TINY) spry_free_tiny(p, page);
+        else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached(p, page);
+        else spry_free_slow(p, page, mine);
         return;
     }
     if (spry_unlikely(spry_block_marker(p) == page)) {

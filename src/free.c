@@ -50,7 +50,7 @@ static inline void free_owner(spry_page_t *page, spry_block_t *b, uintptr_t key)
 /* Kept short (8-byte steps need no general block-start check, one pass
  * over the live bit, no purge poll): a malloc+free pair of 8-byte blocks
  * costs 168 instructions through the general path. */
-void spry_free_tiny(spry_page_t *page, void *p) {
+void spry_free_tiny(void *p, spry_page_t *page) {
     size_t i = spry_page_tiny_index(page, p);
     if (spry_unlikely(i >= page->reserved))
         spry_report_error("free", "invalid pointer", p);
@@ -71,7 +71,7 @@ static void free_remote(spry_page_t *page, spry_block_t *b) {
 
 /* Every free the two common cases below leave: the pointer checked in full.
  * Apart, so that those two need no stack frame. */
-static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, uintptr_t key) {
+static __attribute__((noinline)) void free_checked(void *p, spry_page_t *page, uintptr_t key) {
     switch (page->kind) {
     case SPRY_PAGE_HUGE:
         if (!spry_page_block_start(page, p)) break;
@@ -153,7 +153,7 @@ static inline __attribute__((always_inline)) void free_into_cache(spry_page_t *p
 
 /* The owner's block of a class page above 128 KiB (key CACHED and SLOW,
  * page.c): checked for a block start first. */
-static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, void *p) {
+static __attribute__((noinline)) void free_cached_checked(void *p, spry_page_t *page) {
     if (!spry_page_class_block_start(page, p)) {
         spry_report_error("free", "invalid pointer", p);
         return;
@@ -167,13 +167,13 @@ static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, voi
  * free_cached_slow). Not checked for a block start, like the fast path's frees.
  * Apart from spry_free_slow, with no frame: 4,000-byte pairs took 98
  * instructions through it, tcmalloc's 78. */
-void spry_free_cached(spry_page_t *page, void *p) {
+void spry_free_cached(void *p, spry_page_t *page) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
     free_into_cache(page, p);
 }
 
-void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine) {
+void spry_free_slow(void *p, spry_page_t *page, uintptr_t mine) {
     /* The owner's large block (one per span, key SLOW): its start, not
      * freed yet, straight into the hot cache when it has room, without the
      * general path's page release (a churn of 128-256 KiB blocks spent 110
@@ -194,10 +194,10 @@ void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine) {
         }
     }
     if ((mine & ~SPRY_KEY_FULL) == (SPRY_KEY_SLOW | SPRY_KEY_CACHED)) {
-        free_cached_checked(page, p);
+        free_cached_checked(p, page);
         return;
     }
-    free_checked(page, p, mine ^ spry_thread_key());
+    free_checked(p, page, mine ^ spry_thread_key());
 }
 
 void spry_free_special(void *p) {
