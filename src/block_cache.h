@@ -40,10 +40,11 @@
  * its stack every few dozen frees, gave half back to their pages, and
  * pages emptied and were taken again (128-256 KiB, 1 thread: 11,000 page
  * releases in 0.5 s, a drain every 57 operations; now 880 and one in
- * 2,000): 13-23% slower, with 1.8-2.6 times the peak RSS. Both are kept as room left (limit minus what is in), so that a
- * push checks and counts at once. Thread exit, spry_trim and malloc_trim
- * empty it (spry_heap_collect), and so does a purge pass that finds the
- * owner idle (steal.c); fork empties the caches of the heaps it adopts. */
+ * 2,000): 13-23% slower, with 1.8-2.6 times the peak RSS. Both are kept
+ * as room left (limit minus what is in), so that a push checks and counts
+ * at once. Thread exit, spry_trim and malloc_trim empty it
+ * (spry_heap_collect), and so does a purge pass that finds the owner idle
+ * (steal.c); fork empties the caches of the heaps it adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
 
