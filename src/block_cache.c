@@ -4,7 +4,7 @@
 #include "purge.h"
 
 #define CLASS_BYTES ((size_t)1024 * 1024)
-#define CLASS_MIN   16
+#define CLASS_MIN   8
 #define CLASS_MAX   256
 
 static spry_page_t *page_of(const spry_block_t *b) {

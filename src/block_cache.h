@@ -30,21 +30,23 @@
  * pops). The owner's frees into their full pages never reach the cache
  * (free.c, free_cached_slow).
  *
- * Bounds: per class a count (1 MiB worth, 16 to 256 blocks: more small
+ * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
  * blocks would pin too many pages); per heap half the bytes its pages
  * span, at least heap->hot_limit (the heap's share of 4 MiB for hot large
  * spans) and at most 4 times that. With 1,024 live blocks of 4-64 KiB the
- * cache must hold about 10% of them: at 4 MiB a heap it ran 25% slower.
- * With 64 live blocks of 32-128 KiB or 128-256 KiB, 8 blocks a class and a
- * quarter of the span bytes were too few: a class's free blocks outgrew
- * its stack every few dozen frees, gave half back to their pages, and
- * pages emptied and were taken again (128-256 KiB, 1 thread: 11,000 page
- * releases in 0.5 s, a drain every 57 operations; now 880 and one in
- * 2,000): 13-23% slower, with 1.8-2.6 times the peak RSS. Both are kept
- * as room left (limit minus what is in), so that a push checks and counts
- * at once. Thread exit, spry_trim and malloc_trim empty it
- * (spry_heap_collect), and so does a purge pass that finds the owner idle
- * (steal.c); fork empties the caches of the heaps it adopts. */
+ * cache must hold about 10% of them: at 4 MiB a heap it ran 25% slower;
+ * with a quarter of the span bytes, churns of 8-128 KiB blocks at 64 live
+ * ran 9-15% slower. A minimum of 16 blocks (it binds above 64 KiB) made
+ * churns of 32-256 KiB blocks at 64 live 5-15% faster at 0.4-0.5 times the
+ * peak RSS (fewer pages emptied and taken again), but a thread that freed
+ * hundreds of MB of such blocks and went on working kept 1.5-1.8 times as
+ * much resident (a review: 34 MB against 19 for one class, 106 against 72
+ * for five), each cached block pinning a page of 2 MiB until the thread
+ * idles or trims: not kept. Both bounds are kept as room left (limit
+ * minus what is in), so that a push checks and counts at once. Thread
+ * exit, spry_trim and malloc_trim empty it (spry_heap_collect), and so does
+ * a purge pass that finds the owner idle (steal.c); fork empties the
+ * caches of the heaps it adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
 
