@@ -25,7 +25,7 @@
 
 /* mine: the page's key xor the thread's pointer (in the register the call
  * passes it in already). */
-void spry_free_slow(void *p, spry_page_t *page, uintptr_t mine);
+void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine);
 void spry_free_special(void *p);
 void spry_free_double(void *p);
 /* The owner frees an 8-byte block of a page that is not full (key TINY, not
@@ -66,7 +66,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     if (spry_unlikely(mine != 0)) {
         if (mine == SPRY_KEY_TINY) spry_free_tiny(p, page);
         else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached(p, page);
-        else spry_free_slow(p, page, mine);
+        else spry_free_slow(page, p, mine);
         return;
     }
     if (spry_unlikely(spry_block_marker(p) == page)) {

@@ -71,7 +71,7 @@ static void free_remote(spry_page_t *page, spry_block_t *b) {
 
 /* Every free the two common cases below leave: the pointer checked in full.
  * Apart, so that those two need no stack frame. */
-static __attribute__((noinline)) void free_checked(void *p, spry_page_t *page, uintptr_t key) {
+static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, uintptr_t key) {
     switch (page->kind) {
     case SPRY_PAGE_HUGE:
         if (!spry_page_block_start(page, p)) break;
@@ -153,7 +153,7 @@ static inline __attribute__((always_inline)) void free_into_cache(spry_page_t *p
 
 /* The owner's block of a class page above 128 KiB (key CACHED and SLOW,
  * page.c): checked for a block start first. */
-static __attribute__((noinline)) void free_cached_checked(void *p, spry_page_t *page) {
+static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, void *p) {
     if (!spry_page_class_block_start(page, p)) {
         spry_report_error("free", "invalid pointer", p);
         return;
@@ -173,31 +173,34 @@ void spry_free_cached(void *p, spry_page_t *page) {
     free_into_cache(page, p);
 }
 
-void spry_free_slow(void *p, spry_page_t *page, uintptr_t mine) {
-    /* The owner's large block (one per span, key SLOW): its start, not
-     * freed yet, straight into the hot cache when it has room, without the
-     * general path's page release (a churn of 128-256 KiB blocks spent 110
-     * instructions a free there). */
-    if (mine == SPRY_KEY_SLOW && p == page->start && spry_block_marker(p) != page &&
-        page->kind == SPRY_PAGE_LARGE && spry_heap_try_enter(page->heap)) {
-        spry_heap_t *heap = page->heap;
-        bool was_empty = heap->hot_bytes == 0;
-        bool kept = spry_large_hot_push(heap, page);
-        if (kept) {
-            spry_block_mark_free(p, page);
-            page->used = 0;
-        }
-        spry_heap_leave(heap);
-        if (kept) {
-            if (spry_unlikely(was_empty)) spry_purge_wake();   /* see spry_large_hot_push */
+void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine) {
+    if (mine <= SPRY_KEY_FLAGS) {                 /* the owner's page */
+        /* The owner's large block (one per span, key SLOW): its start, not
+         * freed yet, straight into the hot cache when it has room, without
+         * the general path's page release (a churn of 128-256 KiB blocks
+         * spent 110 instructions a free there). */
+        if (mine == SPRY_KEY_SLOW) {
+            if (p == page->start && spry_block_marker(p) != page &&
+                page->kind == SPRY_PAGE_LARGE && spry_heap_try_enter(page->heap)) {
+                spry_heap_t *heap = page->heap;
+                bool was_empty = heap->hot_bytes == 0;
+                bool kept = spry_large_hot_push(heap, page);
+                if (kept) {
+                    spry_block_mark_free(p, page);
+                    page->used = 0;
+                }
+                spry_heap_leave(heap);
+                if (kept) {
+                    if (spry_unlikely(was_empty)) spry_purge_wake();   /* see spry_large_hot_push */
+                    return;
+                }
+            }
+        } else if ((mine | SPRY_KEY_FULL) == (SPRY_KEY_SLOW | SPRY_KEY_CACHED | SPRY_KEY_FULL)) {
+            free_cached_checked(page, p);
             return;
         }
     }
-    if ((mine & ~SPRY_KEY_FULL) == (SPRY_KEY_SLOW | SPRY_KEY_CACHED)) {
-        free_cached_checked(p, page);
-        return;
-    }
-    free_checked(p, page, mine ^ spry_thread_key());
+    free_checked(page, p, mine ^ spry_thread_key());
 }
 
 void spry_free_special(void *p) {
