@@ -23,8 +23,10 @@
 #include "heap.h"
 #include "queue.h"
 
-/* mine: the page's key xor the thread's pointer (in the register the call
- * passes it in already). */
+/* The calls below take their arguments in the registers free holds them
+ * in (p, page, mine), but spry_free_slow, whose callee free_checked keeps
+ * fewer registers with the page first (4 instructions a remote free).
+ * mine: the page's key xor the thread's pointer. */
 void spry_free_slow(spry_page_t *page, void *p, uintptr_t mine);
 void spry_free_special(void *p);
 void spry_free_double(void *p);

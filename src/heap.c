@@ -319,9 +319,9 @@ static void *heap_malloc_late(size_t n, size_t align) {
     return p;
 }
 
-void spry_heap_drop_caches(spry_heap_t *heap, unsigned from) {
+void spry_heap_drop_caches(spry_heap_t *heap, unsigned from, bool watch) {
     spry_bcache_flush(heap);
-    spry_queues_release_empty(heap, from);
+    spry_queues_release_empty(heap, from, watch);
     if (heap->hot_bytes) {
         spry_large_hot_flush(heap);
         spry_purge_notify();
@@ -332,7 +332,7 @@ void spry_heap_collect(spry_heap_t *heap) {
     atomic_store_explicit(&heap->trim_request, 0, memory_order_relaxed);
     spry_outbox_flush(heap);
     spry_inbox_drain(heap);
-    spry_heap_drop_caches(heap, 0);
+    spry_heap_drop_caches(heap, 0, false);
 }
 
 /* heaps_all only grows at its head and heaps are never freed, so the list
@@ -426,7 +426,7 @@ void spry_heaps_fork_child(void) {
      * its next push over a bound (a fast path reaches no start point). */
     spry_heap_t *own = spry_tls_heap;
     if (own != &spry_empty_heap) {
-        spry_heap_drop_caches(own, spry_class_of(SPRY_SMALL_MAX + 1));
+        spry_heap_drop_caches(own, spry_class_of(SPRY_SMALL_MAX + 1), false);
         spry_purge_notify();
     }
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {

@@ -22,8 +22,9 @@ spry_heap_t *spry_heap_acquire(void);
 void  spry_heap_collect(spry_heap_t *heap);
 /* The caller owns the heap (or holds its guard's collection): the block
  * cache and the hot spans back to their pages and segments, and the empty
- * pages of class `from` and up released (pinned ones included). */
-void  spry_heap_drop_caches(spry_heap_t *heap, unsigned from);
+ * pages of class `from` and up released (pinned ones included); `watch`:
+ * see spry_queues_release_empty. */
+void  spry_heap_drop_caches(spry_heap_t *heap, unsigned from, bool watch);
 /* A purge pass over all heaps; true while memory waits. `collect`: also
  * other threads' heaps (guard.h), idle ones, or with `force` (a trim) all. */
 bool  spry_heaps_purge(bool force, bool collect);

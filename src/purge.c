@@ -64,10 +64,10 @@ static spry_lock_t pass_lock = SPRY_LOCK_INIT;
  * thread, also the caches of idle heaps (steal.c: a background thread's
  * work; a process that cannot have one, a sandbox that forbids clone, is
  * not asked for the membarrier call either). */
-static bool purge_pass(bool force, bool collect_idle) {
+static bool purge_pass(bool force, bool collect) {
     spry_lock(&pass_lock);
     spry_stat_sample_peak();
-    bool waiting = spry_heaps_purge(force, collect_idle);
+    bool waiting = spry_heaps_purge(force, collect);
     if (spry_huge_purge(force)) waiting = true;
     if (spry_arena_purge(force)) waiting = true;
     spry_unlock(&pass_lock);
@@ -196,9 +196,15 @@ bool spry_purge_urgent(struct spry_heap *heap) {
     return false;
 }
 
+/* The purge thread is or may be running: its passes do the work, and the
+ * process may have the membarrier call (see purge_pass). */
+static bool purger_allowed(void) {
+    return spry_option(SPRY_OPT_PURGE_THREAD) &&
+           atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_UNAVAILABLE;
+}
+
 void spry_purge_poll(void) {
-    if (spry_option(SPRY_OPT_PURGE_THREAD) &&
-        atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_UNAVAILABLE) return;
+    if (purger_allowed()) return;
     static _Atomic(unsigned) calls;
     if ((atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) & 63) != 0) return;
     uint64_t now = spry_os_now_ms();
@@ -209,11 +215,9 @@ void spry_purge_poll(void) {
     purge_pass(false, false);
 }
 
-/* A trim collects other threads' heaps too, where the purge thread could
- * (membarrier is for programs that may have it: see purge_pass). */
+/* A trim collects other threads' heaps too, where the purge thread could. */
 void spry_purge_all(void) {
-    purge_pass(true, spry_option(SPRY_OPT_PURGE_THREAD) &&
-                     atomic_load(&purger_state) != PURGER_UNAVAILABLE);
+    purge_pass(true, purger_allowed());
 }
 
 void spry_purge_fork_prepare(void) { spry_lock(&pass_lock); }

@@ -183,32 +183,21 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
     return spry_page_pop(page);
 }
 
-void spry_queues_release_empty(spry_heap_t *heap, unsigned from) {
+void spry_queues_release_empty(spry_heap_t *heap, unsigned from, bool watch) {
     for (unsigned c = from; c < SPRY_CLASS_COUNT; c++) {
         spry_page_t *page = heap->queues[c].first;
         while (page) {
             spry_page_t *next = page->next;
-            spry_page_collect_remote(page);
             page_unpin(page);
-            if (page->used == 0) spry_page_release(heap, page);
-            page = next;
-        }
-    }
-}
-
-/* The idle collection's last step (steal.c): every page left in the
- * queues of class `from` and up asks to be told, as a full page does, so
- * that the next remote free into it queues it in the inbox and wakes the
- * purge thread, which then collects the heap again (remote frees into a
- * page that was not full waited there for the owner: 158 MiB in a review).
- * What came meanwhile is taken first; a page left empty goes back. The
- * owner's next drain clears NOTIFY of a page that is not full. */
-void spry_queues_watch(spry_heap_t *heap, unsigned from) {
-    for (unsigned c = from; c < SPRY_CLASS_COUNT; c++) {
-        spry_page_t *page = heap->queues[c].first;
-        while (page) {
-            spry_page_t *next = page->next;
-            while (!xfree_set_notify(page, true)) spry_page_collect_remote(page);
+            /* The idle collection's pages ask to be told, as a full page
+             * does, so that the next remote free into one queues it in the
+             * inbox and wakes the purge thread, which then collects the
+             * heap again (remote frees into a page that was not full waited
+             * there for the owner: 158 MiB in a review). What came
+             * meanwhile is taken first. The owner's next drain clears
+             * NOTIFY of a page that is not full. */
+            if (watch) while (!xfree_set_notify(page, true)) spry_page_collect_remote(page);
+            else spry_page_collect_remote(page);
             if (page->used == 0) spry_page_release(heap, page);
             page = next;
         }

@@ -56,11 +56,9 @@ void  spry_page_release(spry_heap_t *heap, spry_page_t *page);
 void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 /* Collects the remote frees of every queued page of class `from` and up,
  * unpins the queue heads and releases the pages left empty (thread exit,
- * trim: from 0; an idle heap's collection: the classes above 1 KiB). */
-void  spry_queues_release_empty(spry_heap_t *heap, unsigned from);
-/* Idle collection: the pages left in the queues of class `from` and up
- * ask to be told of remote frees (queue.c). */
-void  spry_queues_watch(spry_heap_t *heap, unsigned from);
+ * trim: from 0; an idle heap's collection: the classes above 1 KiB, and
+ * `watch`: the pages left ask to be told of remote frees, queue.c). */
+void  spry_queues_release_empty(spry_heap_t *heap, unsigned from, bool watch);
 /* fork child: remakes the queues of a heap whose owner did not survive. */
 void  spry_queues_rebuild(spry_heap_t *heap);
 

@@ -47,8 +47,7 @@ static bool steal_collect(spry_heap_t *heap, bool fenced, bool idle_only) {
          * collection included, changes the inbox and is collected at the
          * next pass, which its free asked for */
         heap->idle_inbox = spry_inbox_drain_guarded(heap);
-        spry_heap_drop_caches(heap, above);
-        spry_queues_watch(heap, above);
+        spry_heap_drop_caches(heap, above, true);
         spry_stat_add(&spry_stat.idle_collections, 1);
     }
     atomic_store_explicit(&heap->steal, 0, memory_order_release);
