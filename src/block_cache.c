@@ -4,7 +4,7 @@
 #include "purge.h"
 
 #define CLASS_BYTES ((size_t)1024 * 1024)
-#define CLASS_MIN   8
+#define CLASS_MIN   16
 #define CLASS_MAX   256
 
 static spry_page_t *page_of(const spry_block_t *b) {
@@ -60,6 +60,36 @@ void spry_bcache_refresh_limit(spry_heap_t *heap) {
     /* room may go below 0: pushes then go over until pops make room */
     heap->bcache_room += (ptrdiff_t)limit - (ptrdiff_t)heap->bcache_limit;
     heap->bcache_limit = limit;
+}
+
+/* Gives back the bottom n blocks of the stack (the coldest), keeping the
+ * top that the owner's next mallocs take. */
+static void bcache_drain_bottom(spry_heap_t *heap, spry_block_cache_t *bc, uint32_t n) {
+    uint32_t keep = (uint32_t)(bc->limit - bc->room) - n;
+    spry_block_t **cut = &bc->top;
+    for (; keep; keep--) cut = &(*cut)->next;
+    spry_block_t *b = *cut;
+    *cut = NULL;
+    while (b) {
+        spry_block_t *next = b->next;    /* the page's list takes the link */
+        bc->room++;
+        heap->bcache_room += bc->block_size;
+        spry_heap_free_full(heap, page_of(b), b);
+        b = next;
+    }
+}
+
+void spry_bcache_scavenge(spry_heap_t *heap) {
+    for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
+        spry_block_cache_t *bc = &heap->bcache[c];
+        spry_bcache_seen_t *seen = &heap->bcache_seen[c];
+        if (!bc->top) continue;
+        uint32_t count = (uint32_t)(bc->limit - bc->room);
+        if (bc->top == seen->top && bc->room == seen->room)
+            bcache_drain_bottom(heap, bc, (count + 1) / 2);
+        seen->top = bc->top;
+        seen->room = bc->room;
+    }
 }
 
 /* Each class starts over: its next push goes over and tells the purge

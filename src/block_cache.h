@@ -30,22 +30,27 @@
  * pops). The owner's frees into their full pages never reach the cache
  * (free.c, free_cached_slow).
  *
- * Bounds: per class a count (1 MiB worth, 8 to 256 blocks: more small
+ * Bounds: per class a count (1 MiB worth, 16 to 256 blocks: more small
  * blocks would pin too many pages); per heap half the bytes its pages
  * span, at least heap->hot_limit (the heap's share of 4 MiB for hot large
  * spans) and at most 4 times that. With 1,024 live blocks of 4-64 KiB the
  * cache must hold about 10% of them: at 4 MiB a heap it ran 25% slower;
  * with a quarter of the span bytes, churns of 8-128 KiB blocks at 64 live
- * ran 9-15% slower. A minimum of 16 blocks (it binds above 64 KiB) made
- * churns of 32-256 KiB blocks at 64 live 5-15% faster at 0.4-0.5 times the
- * peak RSS (fewer pages emptied and taken again), but a thread that freed
- * hundreds of MB of such blocks and went on working kept 1.5-1.8 times as
- * much resident (a review: 34 MB against 19 for one class, 106 against 72
- * for five), each cached block pinning a page of 2 MiB until the thread
- * idles or trims: not kept. Both bounds are kept as room left (limit
- * minus what is in), so that a push checks and counts at once. Thread
- * exit, spry_trim and malloc_trim empty it (spry_heap_collect), and so does
- * a purge pass that finds the owner idle (steal.c); fork empties the
+ * ran 9-15% slower. A minimum of 16 blocks (it binds above 64 KiB; was 8)
+ * makes churns of 128-256 KiB blocks at 64 live 14% faster at 0.38 times
+ * the peak RSS (fewer pages emptied and taken again; 32 gains nothing
+ * more). Each cached block above 128 KiB pins a page of 2 MiB, so a thread
+ * that freed hundreds of MB of them and went on working with other sizes
+ * kept 1.5-1.8 times as much resident with 16 (a review): the scavenger
+ * (spry_bcache_scavenge, each purge pass) gives back half of a class
+ * whose stack was not touched since the last pass, so such a class is
+ * empty after a few passes (before it, 18 MB of 180 stayed in use for good
+ * with 8 blocks a class, until the thread idled or trimmed). It looks at
+ * the stack's top and count only, never at the pops: no instruction on
+ * the paths. Both bounds are kept as room left (limit minus what is in),
+ * so that a push checks and counts at once. Thread exit, spry_trim and
+ * malloc_trim empty it (spry_heap_collect), and so does a purge pass that
+ * finds the owner idle (steal.c); fork empties the
  * caches of the heaps it adopts. */
 #ifndef SPRY_BLOCK_CACHE_H
 #define SPRY_BLOCK_CACHE_H
@@ -90,6 +95,12 @@ static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_b
     return true;
 }
 
+/* A purge pass, the owner held off by the guard (steal.c): a class whose
+ * stack looks untouched since the last scavenge (same top, same count) gives
+ * back half of it (rounded up), from the bottom. A stack that only served
+ * malloc/free pairs looks untouched too; it needed one block, and keeps the
+ * top. */
+void spry_bcache_scavenge(spry_heap_t *heap);
 /* Recomputes the heap's bound (slow paths, after hot_limit). */
 void spry_bcache_refresh_limit(spry_heap_t *heap);
 /* Every cached block back to its page (thread exit, trim). */

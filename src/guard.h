@@ -74,5 +74,12 @@ bool spry_heap_collect_idle(spry_heap_t *heap);
  * all_next): the same, at once, but for a heap whose owner is inside a
  * guarded path right now. */
 void spry_heaps_collect_now(spry_heap_t *all);
+/* Each pass, before the idle collections: the block caches of the heaps not
+ * collected give back what sat unused since the last pass (block_cache.h,
+ * spry_bcache_scavenge), one process-wide barrier for them all; a heap
+ * whose owner is inside a guarded path right now waits for the next pass.
+ * Without it an active thread kept what it cached of a size it no longer
+ * used until it idled or trimmed. */
+void spry_heaps_scavenge(spry_heap_t *all);
 
 #endif

@@ -370,6 +370,7 @@ bool spry_heaps_purge(bool force, bool collect) {
     /* a trim (force) takes what the guard covers from every heap at once,
      * before their spans are purged; a pass, from idle ones */
     if (collect && force) spry_heaps_collect_now(all);
+    if (collect && !force) spry_heaps_scavenge(all);
     for (spry_heap_t *h = all; h; h = h->all_next) {
         if (collect && !force && spry_heap_collect_idle(h)) waiting = true;
         if (spry_heap_purge_spans(h, force)) waiting = true;

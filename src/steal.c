@@ -6,6 +6,7 @@
 #include "sizeclass.h"
 #include "os.h"
 #include "stats.h"
+#include "block_cache.h"
 
 void spry_heap_enter_wait(spry_heap_t *heap) {
     for (;;) {
@@ -61,6 +62,24 @@ void spry_heaps_collect_now(spry_heap_t *all) {
     for (spry_heap_t *h = all; h; h = h->all_next) atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
     bool fenced = spry_os_fence_all();
     for (spry_heap_t *h = all; h; h = h->all_next) steal_collect(h, fenced, false);
+}
+
+void spry_heaps_scavenge(spry_heap_t *all) {
+    bool any = false;
+    for (spry_heap_t *h = all; h; h = h->all_next) {
+        if (h->idle_collected) continue;
+        atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
+        any = true;
+    }
+    if (!any) return;
+    bool fenced = spry_os_fence_all();
+    for (spry_heap_t *h = all; h; h = h->all_next) {
+        if (h->idle_collected) continue;
+        if (fenced && atomic_load_explicit(&h->busy, memory_order_acquire) != SPRY_GUARD_IN)
+            spry_bcache_scavenge(h);
+        atomic_store_explicit(&h->steal, 0, memory_order_release);
+        spry_os_wake_all(&h->steal);
+    }
 }
 
 bool spry_heap_collect_idle(spry_heap_t *heap) {

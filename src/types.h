@@ -201,6 +201,13 @@ typedef struct spry_block_cache {
     uint32_t block_size;
 } spry_block_cache_t;
 
+/* A block cache's top and room as the last scavenge left them (the purge
+ * pass's own record; block_cache.h). */
+typedef struct spry_bcache_seen {
+    spry_block_t *top;
+    int16_t room;
+} spry_bcache_seen_t;
+
 typedef struct spry_heap {
     /* owner thread only: the fast path reads direct[] */
     spry_page_t *direct[SPRY_DIRECT_SLOTS];
@@ -234,6 +241,7 @@ typedef struct spry_heap {
     ptrdiff_t bcache_room;              /* bcache_limit - bytes cached: the
                                            push checks and counts at once  */
     size_t bcache_limit;                /* refreshed on slow paths */
+    spry_bcache_seen_t bcache_seen[SPRY_CLASS_COUNT];
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (large.c). */
     spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS + 1]; /* the last always empty: the
