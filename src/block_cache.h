@@ -42,12 +42,13 @@
  * more). Each cached block above 128 KiB pins a page of 2 MiB, so a thread
  * that freed hundreds of MB of them and went on working with other sizes
  * kept 1.5-1.8 times as much resident with 16 (a review): the scavenger
- * (spry_bcache_scavenge, each purge pass) gives back half of a class
- * whose stack was not touched since the last pass, so such a class is
- * empty after a few passes (before it, 18 MB of 180 stayed in use for good
- * with 8 blocks a class, until the thread idled or trimmed). It looks at
- * the stack's top and count only, never at the pops: no instruction on
- * the paths. Both bounds are kept as room left (limit minus what is in),
+ * (each purge pass) gives back half of a class whose stack was not
+ * touched since the last pass, so such a class is down to one block after
+ * a few passes (before it, 18 MB of 180 stayed in use for good with 8
+ * blocks a class, until the thread idled or trimmed). It looks at the
+ * stack's top and count only, never at the pops: no instruction on the
+ * paths. Where no scavenger runs (no purge thread, no membarrier call) the
+ * minimum stays 8. Both bounds are kept as room left (limit minus what is in),
  * so that a push checks and counts at once. Thread exit, spry_trim and
  * malloc_trim empty it (spry_heap_collect), and so does a purge pass that
  * finds the owner idle (steal.c); fork empties the
@@ -95,11 +96,17 @@ static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_b
     return true;
 }
 
-/* A purge pass, the owner held off by the guard (steal.c): a class whose
- * stack looks untouched since the last scavenge (same top, same count) gives
- * back half of it (rounded up), from the bottom. A stack that only served
- * malloc/free pairs looks untouched too; it needed one block, and keeps the
- * top. */
+/* The scavenger, in two steps. Without the guard, each purge pass: true
+ * when a class's stack of two blocks or more looks untouched since the last
+ * pass (same top, same count); the others' top and count are noted for the
+ * next pass. */
+bool spry_bcache_untouched(spry_heap_t *heap);
+/* Then, the owner held off by the guard (steal.c): each class still as the
+ * last look saw it gives back half of its blocks (rounded down), from the
+ * bottom. A class keeps its last block (at most one page a class stays
+ * pinned): a stack that only served malloc/free pairs looks untouched too,
+ * and giving its one block back had 256 such threads held off every other
+ * pass (a review). */
 void spry_bcache_scavenge(spry_heap_t *heap);
 /* Recomputes the heap's bound (slow paths, after hot_limit). */
 void spry_bcache_refresh_limit(spry_heap_t *heap);

@@ -75,11 +75,13 @@ bool spry_heap_collect_idle(spry_heap_t *heap);
  * guarded path right now. */
 void spry_heaps_collect_now(spry_heap_t *all);
 /* Each pass, before the idle collections: the block caches of the heaps not
- * collected give back what sat unused since the last pass (block_cache.h,
- * spry_bcache_scavenge), one process-wide barrier for them all; a heap
- * whose owner is inside a guarded path right now waits for the next pass.
- * Without it an active thread kept what it cached of a size it no longer
- * used until it idled or trimmed. */
+ * collected give back what sat unused since the last pass (block_cache.h).
+ * A look without the guard picks the heaps with such a class; only those
+ * are held off (one process-wide barrier for them all): held off every
+ * pass, 256 threads on 2 cores waited up to 17 ms at a time (a review). A
+ * heap whose owner is inside a guarded path right now waits for the next
+ * pass. Without it an active thread kept what it cached of a size it no
+ * longer used until it idled or trimmed. */
 void spry_heaps_scavenge(spry_heap_t *all);
 
 #endif

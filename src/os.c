@@ -126,17 +126,20 @@ void spry_os_wake_all(_Atomic(int) *addr) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+static _Atomic(int) fence_refused;
+
+bool spry_os_fence_refused(void) { return atomic_load_explicit(&fence_refused, memory_order_relaxed); }
+
 bool spry_os_fence_all(void) {
     /* The process registers first. EPERM: not registered (a fork child
      * has a new address space), so register and try again; -1 for good
      * where the kernel (before 4.14) or a sandbox refuses. */
-    static _Atomic(int) refused;
-    if (atomic_load_explicit(&refused, memory_order_relaxed)) return false;
+    if (spry_os_fence_refused()) return false;
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
     if (errno == EPERM &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
-    atomic_store_explicit(&refused, 1, memory_order_relaxed);
+    atomic_store_explicit(&fence_refused, 1, memory_order_relaxed);
     return false;
 }
 

@@ -42,6 +42,8 @@ void     spry_os_wake_all(_Atomic(int) *addr);
  * before it returns (membarrier, private expedited); false when the kernel
  * offers no such call. */
 bool     spry_os_fence_all(void);
+/* True once spry_os_fence_all was refused for good. */
+bool     spry_os_fence_refused(void);
 /* Copies [p, p+n) (n <= 16 KiB) to dst if it can be read without a fault;
  * false otherwise. System calls (process_vm_readv, or mincore where a
  * sandbox refuses that): for rare paths only. */

@@ -203,6 +203,10 @@ static bool purger_allowed(void) {
            atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_UNAVAILABLE;
 }
 
+bool spry_purge_collects(void) {
+    return purger_allowed() && !spry_os_fence_refused();
+}
+
 void spry_purge_poll(void) {
     if (purger_allowed()) return;
     static _Atomic(unsigned) calls;

@@ -20,6 +20,9 @@ void spry_purge_start_point(void);
 void spry_purge_wake(void);
 /* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
 void spry_purge_poll(void);
+/* True while purge passes may collect and scavenge owners' caches (a purge
+ * thread, the membarrier call). */
+bool spry_purge_collects(void);
 /* Everything free goes back to the kernel now. */
 void spry_purge_all(void);
 /* A heap went over its free-memory budget: marks it and wakes the purge

@@ -67,14 +67,15 @@ void spry_heaps_collect_now(spry_heap_t *all) {
 void spry_heaps_scavenge(spry_heap_t *all) {
     bool any = false;
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (h->idle_collected) continue;
+        h->scavenge = !h->idle_collected && spry_bcache_untouched(h);
+        if (!h->scavenge) continue;
         atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
         any = true;
     }
     if (!any) return;
     bool fenced = spry_os_fence_all();
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (h->idle_collected) continue;
+        if (!h->scavenge) continue;
         if (fenced && atomic_load_explicit(&h->busy, memory_order_acquire) != SPRY_GUARD_IN)
             spry_bcache_scavenge(h);
         atomic_store_explicit(&h->steal, 0, memory_order_release);

@@ -257,6 +257,7 @@ typedef struct spry_heap {
     uint8_t idle_collected;             /* purge passes: collected, owner not
                                            back since (steal.c)             */
     uint8_t idle_passes;                /* purge passes that found it idle */
+    uint8_t scavenge;                   /* this purge pass scavenges it */
     spry_page_t *idle_inbox;            /* purge passes: the inbox as the
                                            last collection left it          */
     /* global lists */
