@@ -31,8 +31,13 @@ static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
         size_t i = spry_page_tiny_at(page, p);
         if (owner) spry_page_live_clear_at(page, i);
         else if (!spry_page_remote_mark_at(page, i)) return false;   /* two threads at once */
-    } else {
+    } else if (owner) {
         spry_block_mark_free(p, page);
+    } else {
+        /* by exchange: of two threads freeing the block at once, one sees
+         * the other's marker, so no remote list holds a block twice (the
+         * owner takes those lists unwalked: page.c) */
+        if (__atomic_exchange_n(&((void **)p)[1], (void *)page, __ATOMIC_RELAXED) == page) return false;
     }
     return true;
 }

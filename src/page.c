@@ -75,9 +75,24 @@ static void page_carve(spry_page_t *page) {
     spry_page_capacity_set(page, page->capacity + n);
 }
 
-uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {
+uint32_t spry_page_take_remote(spry_page_t *page, uintptr_t xfree) {
+    spry_block_t *list = spry_xfree_list(xfree);
     if (!list) return 0;
     bool bitmap = page->class_idx == 0 && page->kind == SPRY_PAGE_CLASS;
+    /* Whole, by its count, unwalked: the blocks were written last by the
+     * threads that freed them, and a walk took a cache miss per block
+     * (inside the program's lock, in an object pool where threads free
+     * each other's list nodes: 4,000 of its threads' sleeps on that lock
+     * in 0.13 s against tcmalloc's 150, 1.35x its time). Two threads
+     * cannot both free one block (free.c, mark_freed: an exchange), so the
+     * list holds no block twice. A count above `used` is not a list of
+     * this page: walked, it is reported below. */
+    uint32_t count = spry_xfree_count(xfree);
+    if (!bitmap && !page->local_free && count <= page->used) {
+        page->local_free = list;
+        page->used -= count;
+        return count;
+    }
     uint32_t n = 0;
     spry_block_t *tail = NULL;
     /* 8-byte blocks' remote bits are cleared with one atomic AND per run of
@@ -120,12 +135,12 @@ uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list) {
 
 uint32_t spry_page_collect_remote(spry_page_t *page) {
     uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed);
-    if ((head & ~SPRY_XFREE_FLAGS) == 0) return 0;
+    if (!spry_xfree_list(head)) return 0;
     /* Take the list, keep the flags: acquire pairs with the pushers' release
      * so their writes of next pointers are visible. */
     while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, head & SPRY_XFREE_FLAGS,
                                                   memory_order_acquire, memory_order_relaxed)) {}
-    return spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS));
+    return spry_page_take_remote(page, head);
 }
 
 void spry_page_refill(spry_page_t *page) {

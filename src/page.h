@@ -129,9 +129,10 @@ static inline bool spry_page_block_free(const spry_page_t *page, const void *p) 
     return spry_block_marker(p) == page;
 }
 
-/* Appends a list of blocks taken from page->xfree to local_free and returns
- * how many it held; a block freed twice is reported and the list cut there. */
-uint32_t spry_page_take_remote(spry_page_t *page, spry_block_t *list);
+/* Appends the list of blocks an xfree word held (taken from page->xfree) to
+ * local_free and returns how many it held; a block freed twice is reported
+ * and the list cut there. */
+uint32_t spry_page_take_remote(spry_page_t *page, uintptr_t xfree);
 /* Moves remote frees onto local_free; returns how many. Keeps the xfree
  * flags (the page may still sit in its heap's inbox). */
 uint32_t spry_page_collect_remote(spry_page_t *page);

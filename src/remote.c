@@ -11,23 +11,23 @@
 #include "report.h"
 
 void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
-    spry_page_remote_free_list(page, b, b);
+    spry_page_remote_free_list(page, b, b, 1);
 }
 
-void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last) {
+void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last, uint32_t n) {
     uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
     do {
         /* the same block freed twice in a row would link to itself */
-        if (spry_unlikely(first == (spry_block_t *)(old & ~SPRY_XFREE_FLAGS))) {
+        if (spry_unlikely(first == spry_xfree_list(old))) {
             spry_report_error("free", "double free", first);
             return;
         }
-        last->next = (spry_block_t *)(old & ~SPRY_XFREE_FLAGS);
-        nw = (uintptr_t)first | (old & SPRY_XFREE_FLAGS);
+        last->next = spry_xfree_list(old);
+        nw = spry_xfree_word(first, spry_xfree_count(old) + n, old & SPRY_XFREE_FLAGS);
         if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
     } while (!spry_cas_weak_release(&page->xfree, &old, nw));
     /* Into a dormant heap (key 0): nobody collects it but a purge pass. */
-    if (!(old & ~SPRY_XFREE_FLAGS) && (spry_key_get(page) & ~SPRY_KEY_FLAGS) == 0)
+    if (!spry_xfree_list(old) && (spry_key_get(page) & ~SPRY_KEY_FLAGS) == 0)
         spry_purge_notify();
     /* Only the free that set QUEUED links the page into the inbox. */
     if (!(nw & SPRY_XFREE_QUEUED) || (old & SPRY_XFREE_QUEUED)) return;
@@ -46,7 +46,7 @@ void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_blo
 }
 
 static void outbox_send(spry_heap_t *heap, spry_outbox_t *o) {
-    spry_page_remote_free_list(o->page, o->head, o->tail);
+    spry_page_remote_free_list(o->page, o->head, o->tail, o->count);
     o->page = NULL;
     o->head = o->tail = NULL;
     o->count = 0;
@@ -102,10 +102,10 @@ static void inbox_collect(spry_heap_t *heap, spry_page_t *page) {
                 (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL));
     uintptr_t head = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
     do {
-        nw = (full && !(head & ~SPRY_XFREE_FLAGS)) ? SPRY_XFREE_NOTIFY : 0;
+        nw = (full && !spry_xfree_list(head)) ? SPRY_XFREE_NOTIFY : 0;
     } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
                                                     memory_order_acquire, memory_order_relaxed));
-    if (spry_page_take_remote(page, (spry_block_t *)(head & ~SPRY_XFREE_FLAGS))) {
+    if (spry_page_take_remote(page, head)) {
         if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
             spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
             spry_queue_push_back_in(heap, page);

@@ -19,8 +19,8 @@
  * if the page asks for it (NOTIFY), the first push also queues the page in
  * the owner heap's inbox. */
 void spry_page_remote_free(spry_page_t *page, spry_block_t *b);
-/* The same for a list of blocks of the page, linked first to last. */
-void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last);
+/* The same for a list of n blocks of the page, linked first to last. */
+void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last, uint32_t n);
 
 /* Queues b (a block of `page`, owned by another heap) in heap's outbox. */
 void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);

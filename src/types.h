@@ -129,18 +129,32 @@ static inline void spry_block_mark_live(void *b) { ((void **)b)[1] = NULL; }
 #define SPRY_XFREE_QUEUED ((uintptr_t)1)
 #define SPRY_XFREE_NOTIFY ((uintptr_t)2)
 #define SPRY_XFREE_FLAGS  ((uintptr_t)3)
+/* Above the list's pointer (spry's blocks lie below 2^47, the chunk map's
+ * reach), how many blocks the list holds: the owner takes the list whole
+ * and needs no walk to count it (spry_page_take_remote). */
+#define SPRY_XFREE_COUNT_SHIFT 48
+static inline spry_block_t *spry_xfree_list(uintptr_t v) {
+    return (spry_block_t *)(v & ((((uintptr_t)1 << SPRY_XFREE_COUNT_SHIFT) - 1) & ~SPRY_XFREE_FLAGS));
+}
+static inline uint32_t spry_xfree_count(uintptr_t v) { return (uint32_t)(v >> SPRY_XFREE_COUNT_SHIFT); }
+static inline uintptr_t spry_xfree_word(spry_block_t *list, uint32_t count, uintptr_t flags) {
+    return (uintptr_t)list | ((uintptr_t)count << SPRY_XFREE_COUNT_SHIFT) | flags;
+}
 
 enum spry_page_kind { SPRY_PAGE_FREE = 0, SPRY_PAGE_CLASS, SPRY_PAGE_LARGE, SPRY_PAGE_HUGE };
 
-/* 128 bytes, aligned: two cache lines, never shared by two pages. */
+/* 128 bytes, aligned: two cache lines, never shared by two pages. What other
+ * threads read to free into the page (key, kind, start, size...) and what
+ * the owner writes on its every call (free, used, the queue links) sit on
+ * different lines: on one line, every free by another thread missed on the
+ * line the owner had just written, and the owner's next call missed again
+ * (an object pool whose threads free each other's list nodes: 15% faster
+ * apart). The owner's own free reads the first and writes the second. */
 typedef struct spry_page {
-    /* owner thread only */
-    spry_block_t *free;          /* blocks to hand out next                  */
-    spry_block_t *local_free;    /* remote frees collected, not yet merged   */
+    /* read by every thread that frees into the page; written when the page
+     * is set up, fills, empties or carves */
     _Atomic(uintptr_t) key;      /* owner thread | SPRY_KEY_FULL (see above);
                                     written by the owner, read by any thread */
-    uint32_t used;               /* blocks out, including remote-freed ones
-                                    not collected yet                         */
     uint32_t capacity;           /* blocks put on lists so far (lazy carving);
                                     only grows while the page lives; other
                                     threads read it in pointer checks, so it
@@ -155,12 +169,17 @@ typedef struct spry_page {
     uint32_t cache_tick;         /* in the heap's span cache since this tick */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
+    struct spry_heap *heap;      /* owner; stable while any block is live    */
+    /* owner thread only, on its every call */
+    _Alignas(64) spry_block_t *free; /* blocks to hand out next              */
+    spry_block_t *local_free;    /* remote frees collected, not yet merged   */
+    uint32_t used;               /* blocks out, including remote-freed ones
+                                    not collected yet                         */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
     /* shared */
     _Atomic(uintptr_t) xfree;    /* remote frees: list | SPRY_XFREE_* flags
                                     (pushers CAS, the owner takes the list)   */
     struct spry_page *_Atomic inbox_next; /* link in heap->inbox             */
-    struct spry_heap *heap;      /* owner; stable while any block is live    */
 } __attribute__((aligned(128))) spry_page_t;
 _Static_assert(sizeof(spry_page_t) == 128, "page descriptors are indexed by shift");
 

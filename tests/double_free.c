@@ -10,9 +10,12 @@
 #include "reports.h"
 #include <spry.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +75,76 @@ static void remote_double_free(void *arg) {
     CHECK(pthread_create(&t, NULL, free_twice, p) == 0);
     CHECK(pthread_join(t, NULL) == 0);
     spry_trim();                 /* collects the remote frees: used to spin forever */
+}
+
+/* ---- two threads free the same blocks of a third at once, many times: one
+ * free of each is reported (the other thread's marker is seen by exchange,
+ * never missed by both), and the owner, which takes the remote lists whole
+ * without walking them, hands out no block twice afterwards ------------- */
+
+#define RACE_BLOCKS 2048
+#define RACE_ROUNDS 20
+
+static void *race_blocks[RACE_BLOCKS];
+static _Atomic(size_t) race_at[2];
+
+/* In step: each waits for the other to reach block i, then frees it. */
+static void *race_free_all(void *arg) {
+    int me = (int)(intptr_t)arg;
+    spry_free(spry_malloc(16));    /* a heap: its frees of other threads'
+                                      blocks go through its batches */
+    for (size_t i = 0; i < RACE_BLOCKS; i++) {
+        atomic_store(&race_at[me], i + 1);
+        for (unsigned spins = 0; atomic_load(&race_at[1 - me]) < i + 1; spins++)
+            if (spins > 1000) sched_yield();    /* not on a core of its own */
+        spry_free(race_blocks[i]);
+    }
+    return NULL;
+}
+
+static int ptr_order(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void racing_remote_frees(const size_t *arg) {
+    size_t size = *arg;
+    static void *got[2 * RACE_BLOCKS];
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        for (size_t i = 0; i < RACE_BLOCKS; i++) {
+            race_blocks[i] = spry_malloc(size);
+            CHECK(race_blocks[i] != NULL);
+        }
+        size_t before = errors_now();
+        pthread_t t[2];
+        atomic_store(&race_at[0], 0);
+        atomic_store(&race_at[1], 0);
+        /* 2,048 reports a round: to /dev/null (a failed check must show) */
+        int saved = dup(2), null = open("/dev/null", O_WRONLY);
+        CHECK(saved >= 0 && null >= 0 && dup2(null, 2) == 2);
+        int rc0 = pthread_create(&t[0], NULL, race_free_all, (void *)(intptr_t)0);
+        int rc1 = pthread_create(&t[1], NULL, race_free_all, (void *)(intptr_t)1);
+        if (rc0 == 0) pthread_join(t[0], NULL);
+        if (rc1 == 0) pthread_join(t[1], NULL);
+        CHECK(dup2(saved, 2) == 2);
+        close(saved);
+        close(null);
+        CHECK(rc0 == 0 && rc1 == 0);
+        CHECKF(errors_now() == before + RACE_BLOCKS, "round %d: %zu double frees reported of %d",
+               round, errors_now() - before, RACE_BLOCKS);
+        /* the owner takes the freed blocks back: each at most once */
+        for (size_t i = 0; i < 2 * RACE_BLOCKS; i++) {
+            got[i] = spry_malloc(size);
+            CHECK(got[i] != NULL);
+            memset(got[i], (int)(i & 0xff), size);
+        }
+        for (size_t i = 0; i < 2 * RACE_BLOCKS; i++)
+            CHECK(((unsigned char *)got[i])[size - 1] == (unsigned char)(i & 0xff));
+        qsort(got, 2 * RACE_BLOCKS, sizeof got[0], ptr_order);
+        for (size_t i = 1; i < 2 * RACE_BLOCKS; i++)
+            CHECKF(got[i] != got[i - 1], "round %d: %p handed out twice", round, got[i]);
+        for (size_t i = 0; i < 2 * RACE_BLOCKS; i++) spry_free(got[i]);
+    }
 }
 
 /* ---- realloc of a freed block or of a pointer inside a block: NULL, EINVAL,
@@ -217,6 +290,10 @@ int main(int argc, char **argv) {
         CHECKF(n == 1, "remote double free of %zu bytes: %d reports", remote_sizes[i], n);
         CHECK_EQ(errors_now(), before + 1);
     }
+
+    static const size_t race_sizes[] = {48, 3000};
+    for (size_t i = 0; i < sizeof race_sizes / sizeof race_sizes[0]; i++)
+        racing_remote_frees(&race_sizes[i]);
 
     int n0;
     static const size_t realloc_sizes[] = {8, 1, 32, 100, 1000, 40000, 200000};
