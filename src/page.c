@@ -104,10 +104,10 @@ uint32_t spry_page_take_remote(spry_page_t *page, uintptr_t xfree) {
     uint64_t *word = NULL, clear = 0;
     for (spry_block_t *b = list; b; b = b->next) {
         size_t i = bitmap ? spry_page_tiny_at(page, b) : 0;
-        /* A block freed twice by other threads at once (the one race the
-         * free marker cannot see), or twice into a class-0 page, may have
-         * linked the list into a cycle: stop at the count no real list
-         * exceeds, or at a block the bitmap says is free already. */
+        /* A block freed twice at once by the owner and another thread (the
+         * race the free marker cannot see), or twice into a class-0 page,
+         * may have linked the list into a cycle: stop at the count no real
+         * list exceeds, or at a block the bitmap says is free already. */
         if (n == page->used || (bitmap && !spry_page_live_clear_at(page, i))) {
             spry_report_error("free", "double free", b);
             if (tail) tail->next = NULL; else list = NULL;

@@ -143,13 +143,17 @@ static inline uintptr_t spry_xfree_word(spry_block_t *list, uint32_t count, uint
 
 enum spry_page_kind { SPRY_PAGE_FREE = 0, SPRY_PAGE_CLASS, SPRY_PAGE_LARGE, SPRY_PAGE_HUGE };
 
-/* 128 bytes, aligned: two cache lines, never shared by two pages. What other
- * threads read to free into the page (key, kind, start, size...) and what
- * the owner writes on its every call (free, used, the queue links) sit on
- * different lines: on one line, every free by another thread missed on the
- * line the owner had just written, and the owner's next call missed again
- * (an object pool whose threads free each other's list nodes: 15% faster
- * apart). The owner's own free reads the first and writes the second. */
+/* 192 bytes, three cache lines, never shared by two pages, each written by
+ * its own parties: what other threads read to free into the page (key,
+ * kind, start, size...), written seldom; what the owner writes on its every
+ * call (free, used, the queue links); and the remote list, which other
+ * threads push onto. With the first two on one line, every free by another
+ * thread missed on the line the owner had just written, and the owner's
+ * next call missed in turn (an object pool whose threads free each other's
+ * list nodes: 15% faster apart); with the remote list on the owner's line,
+ * each batch pushed cost the owner's next malloc a miss (a producer and a
+ * consumer of 8-byte blocks: 25% slower). The owner's free reads the first
+ * line and writes the second. */
 typedef struct spry_page {
     /* read by every thread that frees into the page; written when the page
      * is set up, fills, empties or carves */
@@ -176,12 +180,13 @@ typedef struct spry_page {
     uint32_t used;               /* blocks out, including remote-freed ones
                                     not collected yet                         */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
-    /* shared */
-    _Atomic(uintptr_t) xfree;    /* remote frees: list | SPRY_XFREE_* flags
-                                    (pushers CAS, the owner takes the list)   */
+    /* pushed by other threads */
+    _Alignas(64) _Atomic(uintptr_t) xfree; /* remote frees: list | count |
+                                    SPRY_XFREE_* flags (pushers CAS, the
+                                    owner takes the list)                     */
     struct spry_page *_Atomic inbox_next; /* link in heap->inbox             */
-} __attribute__((aligned(128))) spry_page_t;
-_Static_assert(sizeof(spry_page_t) == 128, "page descriptors are indexed by shift");
+} spry_page_t;
+_Static_assert(sizeof(spry_page_t) == 192, "three cache lines");
 
 enum spry_segment_kind { SPRY_SEGMENT_NORMAL = 1, SPRY_SEGMENT_HUGE };
 
