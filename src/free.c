@@ -34,8 +34,8 @@ static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
     } else if (owner) {
         spry_block_mark_free(p, page);
     } else {
-        /* by exchange: of two threads freeing the block at once, one sees
-         * the other's marker, so no remote list holds a block twice (the
+        /* by exchange: of two other threads freeing the block at once, one
+         * sees the other's marker, so their lists never both hold it (the
          * owner takes those lists unwalked: page.c) */
         if (__atomic_exchange_n(&((void **)p)[1], (void *)page, __ATOMIC_RELAXED) == page) return false;
     }

@@ -140,7 +140,8 @@ static spry_area_t *area_create(void) {
     spry_run_t run;
     if (!spry_arena_alloc(AREA_CHUNKS, 0, 0, &run)) { skip = 64; return NULL; }
     if (slot == area_slots_used) {
-        /* descriptors are 128-byte aligned; metadata comes 64-aligned */
+        /* descriptors want their cache lines to themselves (64-byte
+         * alignment, 128 here); metadata comes 64-aligned */
         uint8_t *raw = spry_meta_alloc(sizeof(spry_area_t) + 64);
         if (!raw) { spry_arena_free(&run, !run.clean); skip = 64; return NULL; }
         a = (spry_area_t *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);

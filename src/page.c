@@ -83,10 +83,13 @@ uint32_t spry_page_take_remote(spry_page_t *page, uintptr_t xfree) {
      * threads that freed them, and a walk took a cache miss per block
      * (inside the program's lock, in an object pool where threads free
      * each other's list nodes: 4,000 of its threads' sleeps on that lock
-     * in 0.13 s against tcmalloc's 150, 1.35x its time). Two threads
-     * cannot both free one block (free.c, mark_freed: an exchange), so the
-     * list holds no block twice. A count above `used` is not a list of
-     * this page: walked, it is reported below. */
+     * in 0.13 s against tcmalloc's 150, 1.35x its time). Two other
+     * threads cannot both free one block (free.c, mark_freed: an
+     * exchange), which the walk's cycle guard was for; the owner and
+     * another thread at once still can, and a write after free that
+     * erases a block's marker lets its second free through: then the
+     * count may not match the list (README, limits). A count above `used`
+     * is not a list of this page: walked, it is reported below. */
     uint32_t count = spry_xfree_count(xfree);
     if (!bitmap && !page->local_free && count <= page->used) {
         page->local_free = list;

@@ -225,8 +225,8 @@ typedef struct spry_block_cache {
     uint32_t block_size;
 } spry_block_cache_t;
 
-/* A block cache's top and room as the last scavenge left them (the purge
- * pass's own record; block_cache.h). */
+/* A block cache's top and room as the last purge pass saw them (the purge
+ * thread's own record, for the scavenger; block_cache.h). */
 typedef struct spry_bcache_seen {
     spry_block_t *top;
     int16_t room;
