@@ -54,7 +54,9 @@ static void outbox_send(spry_heap_t *heap, spry_outbox_t *o) {
 }
 
 void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
-    spry_outbox_t *o = &heap->outbox[((uintptr_t)page / sizeof(spry_page_t)) % SPRY_OUTBOX_SLOTS];
+    /* by cache line: descriptors are three apart, so four neighbours get
+     * four slots */
+    spry_outbox_t *o = &heap->outbox[((uintptr_t)page >> 6) % SPRY_OUTBOX_SLOTS];
     if (o->page != page) {
         if (o->page) outbox_send(heap, o);
         o->page = page;
