@@ -26,20 +26,22 @@ void spry_free_double(void *p) {
  * an 8-byte block's live bit; another thread sets its remote bit (the owner
  * clears both when it collects the block; page.h). */
 static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
-    if (spry_page_block_free(page, p)) return false;
     if (page->kind == SPRY_PAGE_CLASS && page->class_idx == 0) {
         size_t i = spry_page_tiny_at(page, p);
+        if (spry_page_tiny_free_at(page, i)) return false;
         if (owner) spry_page_live_clear_at(page, i);
         else if (!spry_page_remote_mark_at(page, i)) return false;   /* two threads at once */
-    } else if (owner) {
-        spry_block_mark_free(p, page);
-    } else {
-        /* by exchange: of two other threads freeing the block at once, one
-         * sees the other's marker, so their lists never both hold it (the
-         * owner takes those lists unwalked: page.c) */
-        if (__atomic_exchange_n(&((void **)p)[1], (void *)page, __ATOMIC_RELAXED) == page) return false;
+        return true;
     }
-    return true;
+    if (owner) {
+        if (spry_block_marker(p) == page) return false;
+        spry_block_mark_free(p, page);
+        return true;
+    }
+    /* by exchange: of two other threads freeing the block at once, one
+     * sees the other's marker, so their lists never both hold it (the
+     * owner takes those lists unwalked: page.c) */
+    return __atomic_exchange_n(&((void **)p)[1], (void *)page, __ATOMIC_RELAXED) != page;
 }
 
 /* The owner's block of a page the fast path does not take: full, 8-byte

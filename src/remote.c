@@ -16,15 +16,18 @@ void spry_page_remote_free(spry_page_t *page, spry_block_t *b) {
 
 void spry_page_remote_free_list(spry_page_t *page, spry_block_t *first, spry_block_t *last, uint32_t n) {
     uintptr_t old = atomic_load_explicit(&page->xfree, memory_order_relaxed), nw;
+    uintptr_t more = spry_xfree_word(NULL, n, 0);
     do {
+        spry_block_t *list = spry_xfree_list(old);
         /* the same block freed twice in a row would link to itself */
-        if (spry_unlikely(first == spry_xfree_list(old))) {
+        if (spry_unlikely(first == list)) {
             spry_report_error("free", "double free", first);
             return;
         }
-        last->next = spry_xfree_list(old);
-        nw = spry_xfree_word(first, spry_xfree_count(old) + n, old & SPRY_XFREE_FLAGS);
-        if (old & SPRY_XFREE_NOTIFY) nw |= SPRY_XFREE_QUEUED;
+        last->next = list;
+        /* the count and the flags kept, n more, the new head; NOTIFY asks
+         * for QUEUED (the bit below it) */
+        nw = (old - (uintptr_t)list + more) | (uintptr_t)first | ((old & SPRY_XFREE_NOTIFY) >> 1);
     } while (!spry_cas_weak_release(&page->xfree, &old, nw));
     /* Into a dormant heap (key 0): nobody collects it but a purge pass. */
     if (!spry_xfree_list(old) && (spry_key_get(page) & ~SPRY_KEY_FLAGS) == 0)

@@ -129,6 +129,7 @@ static inline void spry_block_mark_live(void *b) { ((void **)b)[1] = NULL; }
 #define SPRY_XFREE_QUEUED ((uintptr_t)1)
 #define SPRY_XFREE_NOTIFY ((uintptr_t)2)
 #define SPRY_XFREE_FLAGS  ((uintptr_t)3)
+_Static_assert(SPRY_XFREE_NOTIFY >> 1 == SPRY_XFREE_QUEUED, "remote.c sets QUEUED from NOTIFY by a shift");
 /* Above the list's pointer (spry's blocks lie below 2^47, the chunk map's
  * reach), how many blocks the list holds: the owner takes the list whole
  * and needs no walk to count it (spry_page_take_remote). */
