@@ -21,17 +21,25 @@ static uint16_t class_limit(size_t block_size) {
     return n < min ? (uint16_t)min : n > CLASS_MAX ? CLASS_MAX : (uint16_t)n;
 }
 
+/* Gives the first n blocks of list b (cut from the stack) back to their
+ * pages; returns the rest. */
+static spry_block_t *bcache_give_back(spry_heap_t *heap, spry_block_cache_t *bc, spry_block_t *b,
+                                      uint32_t n) {
+    for (; n && b; n--) {
+        spry_block_t *next = b->next;    /* the page's list takes the link */
+        bc->room++;
+        heap->bcache_room += bc->block_size;
+        spry_heap_free_full(heap, page_of(b), b);
+        b = next;
+    }
+    return b;
+}
+
 /* Gives back the top n blocks of the stack (the hottest: the rest may
  * have left the data cache, and pages taking them back go to the queue
  * head, where the next malloc reaches them). */
 static void bcache_drain(spry_heap_t *heap, spry_block_cache_t *bc, uint32_t n) {
-    for (; n && bc->top; n--) {
-        spry_block_t *b = bc->top;
-        bc->top = b->next;
-        bc->room++;
-        heap->bcache_room += bc->block_size;
-        spry_heap_free_full(heap, page_of(b), b);
-    }
+    bc->top = bcache_give_back(heap, bc, bc->top, n);
 }
 
 void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
@@ -75,13 +83,12 @@ static void bcache_drain_bottom(spry_heap_t *heap, spry_block_cache_t *bc, uint3
     for (; keep; keep--) cut = &(*cut)->next;
     spry_block_t *b = *cut;
     *cut = NULL;
-    while (b) {
-        spry_block_t *next = b->next;    /* the page's list takes the link */
-        bc->room++;
-        heap->bcache_room += bc->block_size;
-        spry_heap_free_full(heap, page_of(b), b);
-        b = next;
-    }
+    bcache_give_back(heap, bc, b, n);
+}
+
+/* A stack with blocks whose top and count are as the last look saw them. */
+static bool seen_again(const spry_bcache_seen_t *seen, const spry_block_t *top, int16_t room) {
+    return top && top == seen->top && room == seen->room;
 }
 
 /* The owner may be pushing and popping meanwhile: the loads are atomic
@@ -98,7 +105,7 @@ bool spry_bcache_untouched(spry_heap_t *heap) {
         spry_block_t *top = __atomic_load_n(&bc->top, __ATOMIC_RELAXED);
         int16_t room = __atomic_load_n(&bc->room, __ATOMIC_RELAXED);
         int limit = __atomic_load_n(&bc->limit, __ATOMIC_RELAXED);
-        if (top && top == seen->top && room == seen->room && room < limit - 1) {
+        if (seen_again(seen, top, room) && room < limit - 1) {
             found = true;
         } else {
             seen->top = top;
@@ -112,7 +119,7 @@ void spry_bcache_scavenge(spry_heap_t *heap) {
     for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
         spry_block_cache_t *bc = &heap->bcache[c];
         spry_bcache_seen_t *seen = &heap->bcache_seen[c];
-        if (bc->top && bc->top == seen->top && bc->room == seen->room)
+        if (seen_again(seen, bc->top, bc->room))
             bcache_drain_bottom(heap, bc, (uint32_t)(bc->limit - bc->room) / 2);
         seen->top = bc->top;
         seen->room = bc->room;
