@@ -57,6 +57,7 @@ static void queue_remove(spry_heap_t *heap, spry_page_t *page) {
     if (page->prev) page->prev->next = page->next; else q->first = page->next;
     if (page->next) page->next->prev = page->prev; else q->last = page->prev;
     page->next = page->prev = NULL;
+    q->count--;
     if (was_first) {
         page_unpin(page);
         if (q->first) page_pin(q->first);
@@ -71,6 +72,7 @@ void spry_queue_push_front(spry_heap_t *heap, spry_page_t *page) {
     page->next = old;
     if (old) old->prev = page; else q->last = page;
     q->first = page;
+    q->count++;
     page_pin(page);
     direct_update(heap, page->class_idx);
     if (old && old->pinned) {
@@ -80,21 +82,31 @@ void spry_queue_push_front(spry_heap_t *heap, spry_page_t *page) {
 }
 
 /* A page of blocks of 1 KiB or less that was full and has a free block
- * again: at the back of its queue while the head can still give blocks it
- * has carved, else at the front. Each head change of these classes
- * rewrites their direct[] entries (up to 64) and moves the pin, so a head
- * should serve many mallocs: at the back, a page gathers the frees that
- * come while the pages before it are used up (mimalloc appends too). With
- * a large live set of mixed sizes, where most frees meet a full page, the
- * front made a head change per malloc (direct_update 10% of all the
- * instructions of the mixed test); second in the queue, behind the head,
- * still one per few mallocs (each such page came with one free block, and
- * the last one came first): the mixed test spent 65 instructions an
- * operation in the queue code, 0.84 s against 0.66 s at the back. A head
- * that would carve fresh blocks does not keep the front, and larger
+ * again, while the head can still give blocks it has carved: at the back of
+ * its queue while the queue is short (BACK_MAX pages) or holds at most a
+ * quarter of the class's pages, else second, behind the head; when the
+ * head cannot, at the front.
+ * Each head change of these classes rewrites their direct[] entries (up to
+ * 64) and moves the pin, so a head should serve many mallocs. With a large
+ * live set of mixed sizes most frees meet a full page; second in the queue,
+ * the next head was the page freed into last, with one free block: a head
+ * change every few mallocs (the mixed test spent 65 instructions an
+ * operation in the queue code; 0.84 s against 0.66 at the back). At the
+ * back, a page gathers the frees that come while the pages before it are
+ * used up (mimalloc appends too).
+ * But the back is the emptiest end: where many pages are partly free (a
+ * live set that shrank), mallocs spread over the sparse pages and keep
+ * them, where second puts them on the page freed into last, the fullest,
+ * and lets the others empty and go back (a review: 1,000,000 blocks down
+ * to 10,000 kept 126 MB after malloc_trim at the back, 88 MB second).
+ * Hence the two bounds: only a short queue, or one that is a small part of
+ * the class, takes pages at the back (mixed 0.81x the time of second,
+ * after the shrink 1.00-1.01x its memory).
+ * A head that would carve fresh blocks does not keep the front, and larger
  * classes (no direct[] entries) always take it: the freed block is reused
- * first (otherwise peak RSS rose 40-67% on churns of 8-128 KiB at 64
- * live, 3-5% with the carving rule alone). */
+ * first (otherwise peak RSS rose 40-67% on churns of 8-128 KiB at 64 live,
+ * 3-5% with the carving rule alone). */
+#define BACK_MAX 32
 void spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page) {
     spry_page_queue_t *q = &heap->queues[page->class_idx];
     spry_page_t *head = q->first;
@@ -103,10 +115,18 @@ void spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page) {
         spry_queue_push_front(heap, page);
         return;
     }
-    page->next = NULL;
-    page->prev = q->last;
-    q->last->next = page;
-    q->last = page;
+    q->count++;
+    if (q->count > BACK_MAX && (size_t)q->count * 4 > q->pages) {
+        page->prev = head;
+        page->next = head->next;
+        if (head->next) head->next->prev = page; else q->last = page;
+        head->next = page;
+    } else {
+        page->next = NULL;
+        page->prev = q->last;
+        q->last->next = page;
+        q->last = page;
+    }
 }
 
 /* Sets or clears NOTIFY; false (nothing changed) when setting it finds remote
@@ -135,6 +155,7 @@ void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
         }
     }
     if (page->kind == SPRY_PAGE_CLASS) {
+        heap->queues[page->class_idx].pages--;
         if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
         else queue_remove(heap, page);
     }
@@ -184,6 +205,7 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
     spry_page_t *page = spry_span_alloc(heap, spry_class_slices(c), 1);
     if (!page) return NULL;
     spry_page_init_class(heap, page, c);
+    heap->queues[c].pages++;
     spry_page_refill(page);
     spry_queue_push_front(heap, page);
     return spry_page_pop(page);
@@ -219,7 +241,8 @@ void spry_queues_release_empty(spry_heap_t *heap, unsigned from, bool watch) {
  * cache goes back to the pages first, so that they count its blocks free. */
 void spry_queues_rebuild(spry_heap_t *heap) {
     spry_bcache_rebuild(heap);
-    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) heap->queues[c].first = heap->queues[c].last = NULL;
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++)
+        heap->queues[c] = (spry_page_queue_t){ NULL, NULL, 0, 0 };
     for (size_t n = 0; n < SPRY_DIRECT_SLOTS; n++) heap->direct[n] = &spry_empty_page;
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
@@ -229,13 +252,15 @@ void spry_queues_rebuild(spry_heap_t *heap) {
             page->next = page->prev = NULL;
             spry_page_collect_remote(page);
             uintptr_t key = spry_key_get(page);
+            spry_page_queue_t *q = &heap->queues[page->class_idx];
+            q->pages++;
             if (page->free || page->local_free || page->capacity < page->reserved) {
                 spry_key_set(page, key & ~SPRY_KEY_FULL);
                 atomic_fetch_and_explicit(&page->xfree, ~SPRY_XFREE_NOTIFY, memory_order_relaxed);
-                spry_page_queue_t *q = &heap->queues[page->class_idx];
                 page->prev = q->last;
                 if (q->last) q->last->next = page; else q->first = page;
                 q->last = page;
+                q->count++;
             } else {
                 spry_key_set(page, key | SPRY_KEY_FULL);
                 atomic_fetch_or_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);

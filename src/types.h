@@ -208,6 +208,8 @@ typedef struct spry_segment {
 
 typedef struct spry_page_queue {
     spry_page_t *first, *last;
+    uint32_t count;          /* pages queued */
+    uint32_t pages;          /* the heap's pages of the class, queued or full */
 } spry_page_queue_t;
 
 /* A freeing thread's batch of remote frees for one page (see remote.c). */
