@@ -45,8 +45,9 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c);
 void *spry_class_alloc_queued(spry_heap_t *heap, unsigned c);
 /* Makes the page the one its class queue pops from. */
 void  spry_queue_push_front(spry_heap_t *heap, spry_page_t *page);
-/* A page full until now: last in its queue (blocks of 1 KiB or less,
- * while the head has free blocks), else first. */
+/* A page full until now, blocks of 1 KiB or less, while the head has free
+ * blocks: last in its queue, or second where the class has many partly free
+ * pages (queue.c); else first. */
 void  spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page);
 /* A page whose used count reached 0 (class or large) goes back to its
  * segment, or to the hot cache (large); one still in the inbox waits for the
