@@ -158,3 +158,7 @@ void spry_bcache_rebuild(spry_heap_t *heap) {
     }
     heap->bcache_room = (ptrdiff_t)heap->bcache_limit;
 }
+
+void spry_bcache_forget(spry_heap_t *heap) {
+    for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) heap->bcache[c].top = NULL;
+}
