@@ -71,8 +71,12 @@ static void page_carve(spry_page_t *page) {
     }
     if (mark) spry_block_mark_free(p, page);
     ((spry_block_t *)p)->next = page->free;
-    page->free = (spry_block_t *)first;
+    /* counted carved before they are listed: a fork that cuts this in two
+     * leaves them carved and unlisted (lost in the child), never listed and
+     * uncarved (carved and handed out a second time there) */
     spry_page_capacity_set(page, page->capacity + n);
+    atomic_signal_fence(memory_order_seq_cst);
+    page->free = (spry_block_t *)first;
 }
 
 uint32_t spry_page_take_remote(spry_page_t *page, uintptr_t xfree) {
