@@ -155,6 +155,9 @@ void spry_page_refill(spry_page_t *page) {
     if (page->local_free) {
         spry_block_t *l = page->local_free;
         page->local_free = NULL;
+        /* unlisted there before listed here: a fork cut between the two
+         * loses the blocks rather than leaving them on both lists */
+        atomic_signal_fence(memory_order_seq_cst);
         if (!page->free) { page->free = l; return; }
         spry_block_t *t = l;
         while (t->next) t = t->next;
