@@ -21,25 +21,28 @@ static uint16_t class_limit(size_t block_size) {
     return n < min ? (uint16_t)min : n > CLASS_MAX ? CLASS_MAX : (uint16_t)n;
 }
 
-/* Gives the first n blocks of list b (cut from the stack) back to their
- * pages; returns the rest. */
-static spry_block_t *bcache_give_back(spry_heap_t *heap, spry_block_cache_t *bc, spry_block_t *b,
-                                      uint32_t n) {
-    for (; n && b; n--) {
-        spry_block_t *next = b->next;    /* the page's list takes the link */
+/* Gives the n blocks from *from on back to their pages, each out of the
+ * stack before its page's list takes its link: the stack stays whole at
+ * every step, so a fork child that finds it cut by fork puts it back on
+ * the pages' lists with at most one block lost (linked from both, the
+ * stack reached the pages' own lists: blocks handed out twice, a review). */
+static void bcache_give_back(spry_heap_t *heap, spry_block_cache_t *bc, spry_block_t **from,
+                             uint32_t n) {
+    for (; n && *from; n--) {
+        spry_block_t *b = *from;
+        *from = b->next;
+        atomic_signal_fence(memory_order_seq_cst);
         bc->room++;
         heap->bcache_room += bc->block_size;
         spry_heap_free_full(heap, page_of(b), b);
-        b = next;
     }
-    return b;
 }
 
 /* Gives back the top n blocks of the stack (the hottest: the rest may
  * have left the data cache, and pages taking them back go to the queue
  * head, where the next malloc reaches them). */
 static void bcache_drain(spry_heap_t *heap, spry_block_cache_t *bc, uint32_t n) {
-    bc->top = bcache_give_back(heap, bc, bc->top, n);
+    bcache_give_back(heap, bc, &bc->top, n);
 }
 
 void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
@@ -81,9 +84,7 @@ static void bcache_drain_bottom(spry_heap_t *heap, spry_block_cache_t *bc, uint3
     uint32_t keep = (uint32_t)(bc->limit - bc->room) - n;
     spry_block_t **cut = &bc->top;
     for (; keep; keep--) cut = &(*cut)->next;
-    spry_block_t *b = *cut;
-    *cut = NULL;
-    bcache_give_back(heap, bc, b, n);
+    bcache_give_back(heap, bc, cut, n);
 }
 
 /* A stack with blocks whose top and count are as the last look saw them. */
@@ -157,8 +158,4 @@ void spry_bcache_rebuild(spry_heap_t *heap) {
         bc->room = (int16_t)bc->limit;
     }
     heap->bcache_room = (ptrdiff_t)heap->bcache_limit;
-}
-
-void spry_bcache_forget(spry_heap_t *heap) {
-    for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) heap->bcache[c].top = NULL;
 }

@@ -115,12 +115,5 @@ void spry_bcache_flush(spry_heap_t *heap);
 /* fork child, before the queues of an adopted heap are remade: every cached
  * block back onto its page's free list, no queue touched. */
 void spry_bcache_rebuild(spry_heap_t *heap);
-/* fork child, for a heap whose owner fork cut inside a guarded path: the
- * cache may be mid-change (a drain gives blocks back to their pages before
- * it moves the top, so the stack still reaches them, and through their new
- * links the pages' own free lists), so its blocks are left out: they stay
- * counted in use in their pages, which the child never gives back. Then
- * spry_bcache_rebuild finds it empty. */
-void spry_bcache_forget(spry_heap_t *heap);
 
 #endif

