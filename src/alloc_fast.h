@@ -8,6 +8,7 @@
  *        │     page not full, not 8-byte blocks ──> push on page->free,
  *        │     set the free marker, used--, done
  *        ├── the marker was already set ──> spry_free_double (free.c)
+ *        ├── past the page's carved blocks ──> spry_free_slow (reported)
  *        ├── used reached 0 ──> spry_page_empty (queue.c)
  *        ├── its own page of 8-byte blocks ──> spry_free_tiny (free.c)
  *        ├── its own full page, or blocks above 1 KiB ──> spry_free_cached
@@ -73,6 +74,14 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     }
     if (spry_unlikely(spry_block_marker(p) == page)) {
         spry_free_double(p);
+        return;
+    }
+    /* Past the blocks carved so far: never handed out from this page (a
+     * stale pointer into a slice the class took again, whose purge cleared
+     * the old marker; carving would hand the block out a second time). The
+     * check the brief allows the fast path for double frees: 2 instructions. */
+    if (spry_unlikely((uint8_t *)p >= page->carve_end)) {
+        spry_free_slow(page, p, 0);
         return;
     }
     spry_block_mark_free(p, page);

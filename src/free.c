@@ -177,6 +177,8 @@ static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, voi
 void spry_free_cached(void *p, spry_page_t *page) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
+    /* past the carved blocks: reported there (see the fast path) */
+    if (spry_unlikely((uint8_t *)p >= page->carve_end)) { free_checked(page, p, spry_key_get(page)); return; }
     free_into_cache(page, p);
 }
 

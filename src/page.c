@@ -43,6 +43,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
      * as double frees). */
     if (c == 0 && page->reserved > SPRY_LIVE_MAP_BYTES * 8) page->reserved = SPRY_LIVE_MAP_BYTES * 8;
     spry_page_capacity_set(page, 0);
+    page->carve_end = page->start;
     page->used = 0;
     page->pinned = 0;
     page->free = page->local_free = NULL;
@@ -75,6 +76,7 @@ static void page_carve(spry_page_t *page) {
      * leaves them carved and unlisted (lost in the child), never listed and
      * uncarved (carved and handed out a second time there) */
     spry_page_capacity_set(page, page->capacity + n);
+    page->carve_end = p + bs;
     atomic_signal_fence(memory_order_seq_cst);
     page->free = (spry_block_t *)first;
 }

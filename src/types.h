@@ -181,6 +181,10 @@ typedef struct spry_page {
     uint32_t used;               /* blocks out, including remote-freed ones
                                     not collected yet                         */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
+    uint8_t *carve_end;          /* class pages: start + capacity blocks; the
+                                    owner's frees of a pointer at or past it
+                                    are reported, not taken (a stale pointer
+                                    into a page taken again after a purge)   */
     /* pushed by other threads */
     _Alignas(64) _Atomic(uintptr_t) xfree; /* remote frees: list | count |
                                     SPRY_XFREE_* flags (pushers CAS, the
