@@ -78,8 +78,8 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     }
     /* Past the blocks carved so far: never handed out from this page (a
      * stale pointer into a slice the class took again, whose purge cleared
-     * the old marker; carving would hand the block out a second time). The
-     * check the brief allows the fast path for double frees: 2 instructions. */
+     * the old marker; carving would hand the block out a second time): the
+     * 2 instructions the fast path may spend on a double-free check. */
     if (spry_unlikely((uint8_t *)p >= page->carve_end)) {
         spry_free_slow(page, p, 0);
         return;
