@@ -4,7 +4,10 @@
  * (the error named, the block's size, the functions and lines of the
  * stacks), so each allocation is made in a function of its own, kept out
  * of line. Built with -O0 -g -fno-omit-frame-pointer. */
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@ NOINLINE static void free_then_write(char *p) { free(p); }
 NOINLINE static char *alloc_freed_twice(size_t n) { return malloc(n); }
 NOINLINE static char *alloc_interior(size_t n) { return malloc(n); }
 NOINLINE static char *alloc_realloc_freed(size_t n) { return malloc(n); }
+NOINLINE static char *alloc_header_freed(size_t n) { return malloc(n); }
 NOINLINE static char *leak_site_a(size_t n) { return malloc(n); }
 NOINLINE static char *leak_site_b(size_t n) { return calloc(1, n); }
 NOINLINE static void free_stack_address(void) {
@@ -75,6 +79,34 @@ static void realloc_freed(void) {
     if (realloc(launder(p), 64) != NULL) abort();
 }
 
+/* free of the block's header (80 bytes before it, the start of the core
+ * block holding it): reported, the block stays live and is freed after. */
+static void free_header(void) {
+    char *p = alloc_header_freed(100);
+    memset(p, 7, 100);
+    free(launder(p - 80));
+    if (p[99] != 7) abort();
+    free(p);
+}
+
+/* An alignment the layer cannot record (4 GiB): refused, nothing broken. */
+static void huge_align(void) {
+    errno = 0;
+    void *p = aligned_alloc((size_t)1 << 32, 100);
+    if (p || errno != ENOMEM) abort();
+    free(launder(malloc(100)));
+}
+
+/* spry_heap_walk with no visit function counts (the library's own API). */
+static void walk_null(void) {
+    size_t (*walk)(bool (*)(void *, size_t, void *), void *) =
+        (size_t (*)(bool (*)(void *, size_t, void *), void *))dlsym(RTLD_DEFAULT, "spry_heap_walk");
+    if (!walk) abort();
+    char *p = launder(malloc(100));
+    if (walk(NULL, NULL) < 1) abort();
+    free(p);
+}
+
 /* 3 blocks of 100 bytes from one place, 5 of 50 from another. */
 static void leak_two_sites(void) {
     for (int i = 0; i < 3; i++) strcpy(launder(leak_site_a(100)), "leaked from site a");
@@ -98,7 +130,8 @@ static const struct { const char *name; void (*run)(void); } cases[] = {
     { "double_free", double_free },       { "free_stack", free_stack_address },
     { "free_interior", free_interior },   { "free_wild", free_wild },
     { "realloc_freed", realloc_freed },   { "leak_two_sites", leak_two_sites },
-    { "leak_in_thread", leak_in_thread },
+    { "leak_in_thread", leak_in_thread }, { "free_header", free_header },
+    { "huge_align", huge_align },         { "walk_null", walk_null },
 };
 
 int main(int argc, char **argv) {

@@ -83,7 +83,8 @@ size_t spry_debug_heap_walk(bool (*visit)(void *block, size_t size, void *arg), 
     size_t visited = 0;
     if (s.user && s.size) {
         dbg_track_each(false, take_block, &s);
-        while (visited < s.n && visit(s.user[visited], s.size[visited], arg)) visited++;
+        /* a NULL visit counts, as in the fast library */
+        while (visited < s.n && (!visit || visit(s.user[visited], s.size[visited], arg))) visited++;
         if (visited < s.n) visited++;          /* the one that said stop */
     }
     dbg_inside++;

@@ -140,6 +140,16 @@ dbg_lookup_t dbg_lookup(const void *p) {
         }
     }
     spry_page_t *page = spry_block_page(u);
-    if (page && spry_block_is_live(page, u)) { r.kind = DBG_PTR_UNTRACKED; return r; }
+    if (page && spry_block_is_live(page, u)) {
+        /* A core block start is the layer's own untracked block, unless a
+         * tracked block lives in it: then p is that block's header, the
+         * raw block's start (free(p - 80) freed the block under it, not
+         * reported, and the exit scan crashed on the broken list: a
+         * review). */
+        dbg_lookup_t bad = lookup_bad(p);
+        if (bad.block) return bad;
+        r.kind = DBG_PTR_UNTRACKED;
+        return r;
+    }
     return lookup_bad(p);
 }

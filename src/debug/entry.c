@@ -44,7 +44,11 @@ static size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 /* A tracked block allocated at `stack` (the caller's, captured once per
  * public call: realloc's new block and its free of the old one share it). */
 static void *alloc_tracked(size_t n, size_t align, enum spry_debug_family family, uint32_t stack) {
-    if (n > SPRY_ALLOC_MAX) { errno = ENOMEM; return NULL; }
+    /* The header keeps the offset back to the raw block in 32 bits: an
+     * alignment of 4 GiB or more wrapped it to 0, and the guards were
+     * written through a bad header (a review: SIGSEGV). Such a request
+     * fails here (the fast library serves it). */
+    if (n > SPRY_ALLOC_MAX || align > ((size_t)1 << 31)) { errno = ENOMEM; return NULL; }
     size_t offset = round_up(sizeof(dbg_block_t), align);
     uint8_t *raw = dbg_raw_alloc(offset + n + DBG_TAIL_MIN, align);
     if (!raw) return NULL;
