@@ -85,6 +85,21 @@ run "$spry" stats --json -o "$work/stats.json" -- "$probe" 0
 run "$spry" stats -- "$probe" 0 kill
 expect_rc 143 "stats, death by SIGTERM"
 grep -q "left no statistics" "$work/err" || fail "stats, killed: stderr '$(cat "$work/err")'"
+# found by a review: the statistics file was inherited by the program (fd 3),
+# and a SIGTERM to the launcher left the program running and the file behind
+TMPDIR=$work run "$spry" stats -- sh -c 'ls -l /proc/$$/fd'
+grep -q spry-stats "$work/out" && fail "stats: the program inherited the statistics file: $(cat "$work/out")"
+TMPDIR=$work "$spry" stats -- sleep 60 >"$work/out" 2>"$work/err" &
+launcher=$!
+for i in $(seq 200); do pgrep -P "$launcher" >/dev/null && break; sleep 0.05; done
+program=$(pgrep -P "$launcher")
+[ -n "$program" ] || fail "stats: no program under the launcher"
+kill -TERM "$launcher"
+wait "$launcher"; rc=$?
+expect_rc 143 "stats, the launcher sent SIGTERM"
+for i in $(seq 200); do kill -0 "$program" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$program" 2>/dev/null && { kill -KILL "$program"; fail "stats: the program outlived a SIGTERM to the launcher"; }
+ls "$work"/spry-stats-* >/dev/null 2>&1 && fail "stats: the statistics file left behind after SIGTERM"
 
 # ---- installed: <prefix>/bin/spry finds <prefix>/<libdir>/libspry.so -----
 cmake --install "$build" --prefix "$work/prefix" >/dev/null || fail "cmake --install"

@@ -243,11 +243,21 @@ static void pass_status(int status) {
     exit(128 + sig);
 }
 
+/* The program while stats waits for it: a SIGTERM or SIGHUP sent to the
+ * launcher goes on to it (a review: the launcher died and left the program
+ * running, orphaned, and the statistics file behind). */
+static volatile sig_atomic_t child_pid;
+
+static void pass_on(int sig) {
+    if (child_pid > 0) kill((pid_t)child_pid, sig);
+}
+
 static void run_with_stats(const args_t *a) {
     char path[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     snprintf(path, sizeof path, "%s/spry-stats-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkstemp(path);
+    /* close-on-exec: the program and what it starts do not inherit it */
+    int fd = mkostemp(path, O_CLOEXEC);
     if (fd < 0) die(EXIT_CANNOT_EXEC, "cannot make a file for the statistics (%s): %s", path, strerror(errno));
     setenv("SPRY_STATS", a->json ? "2" : "1", 1);
     setenv("SPRY_STATS_FILE", path, 1);
@@ -257,10 +267,25 @@ static void run_with_stats(const args_t *a) {
     sigemptyset(&dfl);
     if (signal(SIGINT, SIG_IGN) != SIG_IGN) sigaddset(&dfl, SIGINT);
     if (signal(SIGQUIT, SIG_IGN) != SIG_IGN) sigaddset(&dfl, SIGQUIT);
+    /* SIGTERM and SIGHUP held until the program's pid is known (then
+     * passed on); the program starts with them unblocked */
+    sigset_t pass, old_mask;
+    sigemptyset(&pass);
+    sigaddset(&pass, SIGTERM);
+    sigaddset(&pass, SIGHUP);
+    sigprocmask(SIG_BLOCK, &pass, &old_mask);
+    struct sigaction sa, was;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    /* one ignored by whoever started us (nohup) stays ignored, for both */
+    if (sigaction(SIGTERM, &sa, &was) == 0 && was.sa_handler == SIG_IGN) sigaction(SIGTERM, &was, NULL);
+    if (sigaction(SIGHUP, &sa, &was) == 0 && was.sa_handler == SIG_IGN) sigaction(SIGHUP, &was, NULL);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setsigmask(&attr, &old_mask);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
     int err = posix_spawnp(&pid, a->program[0], NULL, &attr, a->program, environ);
     posix_spawnattr_destroy(&attr);
@@ -268,6 +293,8 @@ static void run_with_stats(const args_t *a) {
         unlink(path);
         die(exec_failure_status(err), "%s: %s", a->program[0], strerror(err));
     }
+    child_pid = pid;
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) die(EXIT_CANNOT_EXEC, "waitpid: %s", strerror(errno));
