@@ -58,24 +58,44 @@ void spry_stats_get(spry_stats_t *out) {
 
 /* ---- printing -------------------------------------------------------------
  * One record per call, text or one line of JSON, gathered in a buffer and
- * written with one write(2) where it fits: processes sharing a stats file
- * (a program and its children) append whole records, each led by its pid. */
+ * written with one write(2): processes sharing a stats file (a program and
+ * its children) append whole records, each led by its pid. The buffer holds
+ * the longest record (two path options of 4,095 bytes, each byte escaped to
+ * 6 in JSON: 49 KiB and the figures); a record on an 8 KiB stack buffer
+ * went out in two writes past it (a review). It is mapped for the call, off
+ * the thread's stack; where the kernel refuses, the stack buffer serves. */
+#define OUT_BIG ((size_t)64 * 1024)
+#define OUT_SMALL ((size_t)8 * 1024)
 
 typedef struct stats_out {
     int  fd;
     bool json;
     bool first;             /* JSON: no comma before the next member */
-    size_t len;
-    char buf[8192];
+    size_t len, cap;
+    char *buf;
 } stats_out_t;
 
 static void out_bytes(stats_out_t *o, const char *s, size_t n) {
-    if (o->len + n > sizeof o->buf) {
+    if (o->len + n > o->cap) {
         spry_os_write(o->fd, o->buf, o->len);
         o->len = 0;
     }
-    if (n > sizeof o->buf) { spry_os_write(o->fd, s, n); return; }
+    if (n > o->cap) { spry_os_write(o->fd, s, n); return; }
     for (size_t i = 0; i < n; i++) o->buf[o->len++] = s[i];
+}
+
+/* Bytes of the valid UTF-8 sequence at s (1 for ASCII), or 0 when it is
+ * not one (JSON text is UTF-8: a path option's other bytes made the record
+ * unreadable, a review). */
+static size_t utf8_length(const unsigned char *s) {
+    size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    /* no overlong forms, no surrogates, nothing past U+10FFFF */
+    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0;
+    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+    return n;
 }
 
 static void out_fmt(stats_out_t *o, spry_fmt_t *f) {
@@ -83,11 +103,13 @@ static void out_fmt(stats_out_t *o, spry_fmt_t *f) {
     f->len = 0;
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped. */
+/* A JSON string: quotes, backslashes and control bytes escaped, a byte
+ * that is not part of valid UTF-8 written as U+FFFD. */
 static void out_json_string(stats_out_t *o, const char *s) {
     out_bytes(o, "\"", 1);
-    for (; *s; s++) {
+    while (*s) {
         unsigned char c = (unsigned char)*s;
+        size_t n = utf8_length((const unsigned char *)s);
         if (c == '"' || c == '\\') {
             char e[2] = { '\\', (char)c };
             out_bytes(o, e, 2);
@@ -95,9 +117,13 @@ static void out_json_string(stats_out_t *o, const char *s) {
             static const char hex[] = "0123456789abcdef";
             char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
             out_bytes(o, e, 6);
+        } else if (n == 0) {
+            out_bytes(o, "\\ufffd", 6);
+            n = 1;
         } else {
-            out_bytes(o, (const char *)&c, 1);
+            out_bytes(o, s, n);
         }
+        s += n ? n : 1;
     }
     out_bytes(o, "\"", 1);
 }
@@ -173,7 +199,10 @@ static void out_option(stats_out_t *o, spry_option_t opt) {
 }
 
 static void stats_write(int fd, bool json) {
-    stats_out_t o = { .fd = fd, .json = json, .first = true };
+    char small[OUT_SMALL];
+    char *big = spry_os_reserve(OUT_BIG, 4096);
+    stats_out_t o = { .fd = fd, .json = json, .first = true, .cap = big ? OUT_BIG : OUT_SMALL,
+                      .buf = big ? big : small };
     spry_stats_t s;
     stats_collect(&s);
     spry_heap_walk_t w = {0};
@@ -205,6 +234,7 @@ static void stats_write(int fd, bool json) {
     out_group_close(&o);
     if (json) out_bytes(&o, "}\n", 2);
     spry_os_write(fd, o.buf, o.len);
+    if (big) spry_os_release(big, OUT_BIG);
 }
 
 __attribute__((visibility("default")))

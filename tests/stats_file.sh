@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# stats_file.sh LIBSPRY: SPRY_STATS_FILE as README promises: created 0600,
+# appended to and never truncated, never opened through a symbolic link;
+# each record valid JSON with SPRY_STATS=2 (a path option's bytes that are
+# not UTF-8 made it invalid: a review) and written with one write(2) even
+# when long path options make it bigger than 8 KiB (it went out in two:
+# a review; checked where strace is installed).
+set -u
+lib=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "stats_file: FAILED: $*" >&2; exit 1; }
+stats() { env SPRY_STATS=2 "$@" LD_PRELOAD="$lib" /bin/true; }
+
+# created 0600, appended to, never truncated
+f=$work/stats.json
+stats SPRY_STATS_FILE="$f"
+[ "$(stat -c %a "$f")" = 600 ] || fail "created with mode $(stat -c %a "$f"), want 600"
+stats SPRY_STATS_FILE="$f"
+[ "$(wc -l <"$f")" = 2 ] || fail "two runs left $(wc -l <"$f") records, want 2 (truncated?)"
+/usr/bin/python3 -c 'import json, sys
+for line in open(sys.argv[1]): json.loads(line)["in_use"]' "$f" || fail "a record is not JSON"
+
+# never through a symbolic link (the target keeps its contents)
+echo precious >"$work/target"
+ln -s "$work/target" "$work/link"
+stats SPRY_STATS_FILE="$work/link" 2>/dev/null
+[ "$(cat "$work/target")" = precious ] || fail "written through a symbolic link"
+
+# a path option that is not UTF-8: still valid JSON (the byte as U+FFFD)
+stats SPRY_STATS_FILE="$work/bytes.json" SPRY_DEBUG_LOG="$(printf 'x\377y\303\251')"
+/usr/bin/python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert r["options"]["SPRY_DEBUG_LOG"] == "x\ufffdy\u00e9", r["options"]["SPRY_DEBUG_LOG"]' \
+    "$work/bytes.json" || fail "a non-UTF-8 option: not the JSON expected: $(cat "$work/bytes.json")"
+
+# long options: one record, whole
+long=$(head -c 4000 /dev/zero | tr '\0' b)
+deep=$work$(for i in $(seq 1900); do printf /.; done)/long.json
+stats SPRY_STATS_FILE="$deep" SPRY_DEBUG_LOG="$long"
+[ "$(wc -c <"$work/long.json")" -gt 8192 ] || fail "the long record is only $(wc -c <"$work/long.json") bytes"
+/usr/bin/python3 -c 'import json, sys; json.loads(open(sys.argv[1]).read())' "$work/long.json" \
+    || fail "the long record is not JSON"
+if command -v strace >/dev/null 2>&1; then
+    rm -f "$work/long.json"
+    writes=$(strace -f -e trace=write -o "$work/trace" env SPRY_STATS=2 SPRY_STATS_FILE="$deep" \
+        SPRY_DEBUG_LOG="$long" LD_PRELOAD="$lib" /bin/true && grep -c '^[0-9]* *write(' "$work/trace")
+    [ "$writes" = 1 ] || fail "the long record took $writes writes: $(grep write "$work/trace" | cut -c1-80)"
+fi
+echo "stats_file: all checks passed"
