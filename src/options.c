@@ -86,9 +86,16 @@ void spry_options_init(void) {
         const option_desc_t *d = &option_table[i];
         spry_fmt_t f; spry_fmt_init(&f);
         spry_fmt_str(&f, "spry: ignoring "); spry_fmt_str(&f, d->name);
-        spry_fmt_str(&f, "="); spry_fmt_str(&f, bad[i]);
+        spry_fmt_str(&f, "=");
+        /* the value's first 200 bytes: a longer one filled the line's
+         * buffer and the message lost its end and newline (a review) */
+        char shown[204];
+        size_t n = strlen(bad[i]);
+        memcpy(shown, bad[i], n < 200 ? n : 200);
+        strcpy(shown + (n < 200 ? n : 200), n > 200 ? "..." : "");
+        spry_fmt_str(&f, shown);
         if (d->text) {
-            spry_fmt_str(&f, " (want a path shorter than 4096 bytes)\n");
+            spry_fmt_str(&f, *bad[i] ? " (want a path shorter than 4096 bytes)\n" : " (want a path, not nothing)\n");
         } else {
             spry_fmt_str(&f, " (want an integer in ");
             spry_fmt_long(&f, d->min); spry_fmt_str(&f, "..");

@@ -1,7 +1,7 @@
 /* options_env.c: options are read once from SPRY_* environment variables
  * (README.md documents them) and change what spry does:
  * - SPRY_PURGE_DELAY_MS=N is the value in force (spry_option_get);
- * - a bad value keeps the default and says so on stderr;
+ * - a bad value keeps the default and says so on stderr, whole;
  * - SPRY_PURGE_THREAD=0 turns the idle return off: an idle program keeps
  *   its freed pages until it calls spry_trim();
  * - SPRY_PURGE_DELAY_MS=3000 delays the idle return: RSS is still up
@@ -222,6 +222,19 @@ int main(int argc, char **argv)
     CHECKF(strstr(bad.err, "SPRY_PURGE_DELAY_MS") != NULL,
            "a bad SPRY_PURGE_DELAY_MS value was ignored silently (stderr: '%s')",
            bad.err);
+
+    /* a long bad value: the message keeps its end (it was cut at 512
+     * bytes, reason and newline lost: a review) */
+    static char long_bad[3100];
+    static struct result bad_long;
+    strcpy(long_bad, "SPRY_PURGE_DELAY_MS=");
+    memset(long_bad + strlen(long_bad), '7', 3000);
+    run_child(path, "value", long_bad, NULL, &bad_long);
+    CHECK(exited_ok(&bad_long));
+    CHECKF(strstr(bad_long.err, "(want an integer in") != NULL &&
+           bad_long.err[strlen(bad_long.err) - 1] == '\n',
+           "a 3,000-byte bad value: the message lost its end (stderr ends '%s')",
+           bad_long.err + (strlen(bad_long.err) > 60 ? strlen(bad_long.err) - 60 : 0));
 
     run_child(path, "no-thread", "SPRY_PURGE_THREAD=0", NULL, &nothread);
     CHECKF(exited_ok(&nothread), "SPRY_PURGE_THREAD=0 scenario failed");
