@@ -105,7 +105,7 @@ void spry_outbox_drop(spry_heap_t *heap) {
  * more): the owner's blocks of the class are out with other threads, and
  * its next mallocs would take a new page for them. Released, its span went
  * to another class, whose carving left most of the span's resident memory
- * unused (a producer/consumer of 8 B-4 KiB blocks: peak RSS 0.90-0.94x,
+ * unused (a producer/consumer of 8 B-4 KiB blocks: peak RSS 0.90-0.95x,
  * 4 producers and 4 consumers level; page inits 360,000 a second there
  * before). A class keeps at most one empty page, as before (test
  * remote_keep): the head it displaces goes back if it is empty too, its
