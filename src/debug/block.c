@@ -133,7 +133,12 @@ dbg_lookup_t dbg_lookup(const void *p) {
      * readable: every chunk the chunk map names is mapped. */
     if (((uintptr_t)u & 15) == 0 && spry_chunk_kind(u - sizeof(dbg_block_t)) != SPRY_CHUNK_FOREIGN) {
         dbg_block_t *b = dbg_header(u);
-        if (dbg_sealed(b) && b->raw_offset >= sizeof(dbg_block_t)) {
+        /* unsealed at a first look, maybe resealed by another thread's
+         * free right now: looked at again under its shard's lock (a double
+         * free racing the first was taken for an interior pointer: a
+         * review). Not from the layer's own nested calls, which may come
+         * while this thread holds a shard lock (a report from a scan). */
+        if ((dbg_sealed(b) || (!dbg_inside && dbg_track_sealed(b))) && b->raw_offset >= sizeof(dbg_block_t)) {
             r.kind = DBG_PTR_TRACKED;
             r.block = b;
             return r;

@@ -97,9 +97,13 @@ dbg_lookup_t dbg_lookup(const void *p);
 
 /* ---- track.c: live blocks and the quarantine, by shard --------------------- */
 void dbg_track_add(dbg_block_t *b);
-/* Live -> freed under the shard lock; false when the block was not live
- * (another free won: a double free). */
-bool dbg_track_release(dbg_block_t *b, uint32_t free_stack, uint32_t tid);
+/* Live -> freed under the shard lock, the block checked there first
+ * (*damage); false when the block was not live (another free won: a double
+ * free), *damage then untouched. */
+bool dbg_track_release(dbg_block_t *b, uint32_t free_stack, uint32_t tid, dbg_damage_t *damage);
+/* The header's checksum, read under its shard's lock: a header being
+ * resealed there (a state change) reads whole. */
+bool dbg_track_sealed(const dbg_block_t *b);
 /* Puts a freed (filled) block in the quarantine; blocks pushed out are
  * checked and given back to the core. */
 void dbg_quarantine_push(dbg_block_t *b);

@@ -110,13 +110,13 @@ static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const ch
                          : b->family == SPRY_FAMILY_NEW_ARRAY ? "the block was allocated with operator new[]"
                          : "the block was allocated with malloc", b);
     }
-    dbg_damage_t d = dbg_check_block(b);
-    if (d.kind) dbg_report_damage(b, d, "when the block was freed");
-    if (!dbg_track_release(b, stack ? *stack : dbg_stack_capture(), dbg_thread_id())) {
-        /* another thread freed it between the check and here */
+    dbg_damage_t d = { NULL, 0, 0 };
+    if (!dbg_track_release(b, stack ? *stack : dbg_stack_capture(), dbg_thread_id(), &d)) {
+        /* another thread freed it between the test above and here */
         dbg_report_error("double free", call, dbg_user(b), "another thread freed the block meanwhile", b);
         return false;
     }
+    if (d.kind) dbg_report_damage(b, d, "when the block was freed");
     memset(dbg_user(b), DBG_FREED_BYTE, b->size);
     dbg_quarantine_push(b);
     return true;

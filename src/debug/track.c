@@ -65,11 +65,15 @@ void dbg_track_add(dbg_block_t *b) {
     spry_unlock(&s->lock);
 }
 
-bool dbg_track_release(dbg_block_t *b, uint32_t free_stack, uint32_t tid) {
+bool dbg_track_release(dbg_block_t *b, uint32_t free_stack, uint32_t tid, dbg_damage_t *damage) {
     shard_t *s = shard_of(b);
     spry_lock(&s->lock);
     bool live = b->state == DBG_LIVE && dbg_sealed(b);
     if (live) {
+        /* checked by the free that wins only: a racing second free checked
+         * it too, before the lock, while the winner filled it with the
+         * freed pattern, and reported a write after free (a review) */
+        *damage = dbg_check_block(b);
         b->prev->next = b->next;
         b->next->prev = b->prev;
         b->state = DBG_FREED;
@@ -79,6 +83,14 @@ bool dbg_track_release(dbg_block_t *b, uint32_t free_stack, uint32_t tid) {
     }
     spry_unlock(&s->lock);
     return live;
+}
+
+bool dbg_track_sealed(const dbg_block_t *b) {
+    shard_t *s = shard_of(b);
+    spry_lock(&s->lock);
+    bool sealed = dbg_sealed(b);
+    spry_unlock(&s->lock);
+    return sealed;
 }
 
 bool dbg_track_flag(dbg_block_t *b, uint8_t flag) {
