@@ -75,7 +75,10 @@ void spry_queue_push_front(spry_heap_t *heap, spry_page_t *page) {
     q->count++;
     page_pin(page);
     direct_update(heap, page->class_idx);
-    if (old && old->pinned) {
+    /* the head it displaces goes back if empty: pinned (its phantom block
+     * kept it), or unpinned by a trim with its remote frees just taken
+     * (remote.c, keep_emptied) */
+    if (old) {
         page_unpin(old);
         if (old->used == 0) spry_page_release(heap, old);
     }

@@ -108,18 +108,14 @@ void spry_outbox_drop(spry_heap_t *heap) {
  * unused (a producer/consumer of 8 B-4 KiB blocks: peak RSS 0.90-0.95x,
  * 4 producers and 4 consumers level; page inits 360,000 a second there
  * before). A class keeps at most one empty page, as before (test
- * remote_keep): the head it displaces goes back if it is empty too, its
- * remote frees taken first (they may be waiting on its list); a pinned one
- * is released by push_front, an unpinned one (a trim unpins heads) here. */
+ * remote_keep): the head it displaces goes back if it is empty too
+ * (spry_queue_push_front), its remote frees taken first here (they may be
+ * waiting on its list). */
 #define KEEP_MAX ((size_t)8 * 1024)
 static bool keep_emptied(spry_heap_t *heap, spry_page_t *page) {
     spry_page_queue_t *q = &heap->queues[page->class_idx];
     if (page->block_size <= SPRY_SMALL_MAX || page->block_size > KEEP_MAX || q->count > 1) return false;
-    spry_page_t *head = q->first;
-    if (head) {
-        spry_page_collect_remote(head);
-        if (!head->pinned && head->used == 0) spry_page_release(heap, head);
-    }
+    if (q->first) spry_page_collect_remote(q->first);
     return true;
 }
 
