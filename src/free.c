@@ -224,7 +224,7 @@ void spry_free_special(void *p) {
     }
     if (k == SPRY_CHUNK_ALIGNED) {
         spry_segment_t *seg = spry_aligned_huge_segment(p);
-        if (seg->pages[1].start == p) { spry_huge_free(seg); spry_purge_start_point(); return; }
+        if (spry_segment_pages(seg)[1].start == p) { spry_huge_free(seg); spry_purge_start_point(); return; }
         spry_report_error("free", "invalid pointer", p);
         return;
     }

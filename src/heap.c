@@ -201,7 +201,7 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
     __atomic_store_n(&heap->tid, tid, __ATOMIC_RELAXED);   /* heap_left_keyed reads it unlocked */
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            spry_page_t *page = &seg->pages[i];
+            spry_page_t *page = &spry_segment_pages(seg)[i];
             if (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE)
                 spry_key_set(page, tid | (spry_key_get(page) & SPRY_KEY_FLAGS));
         }

@@ -480,7 +480,7 @@ static void *segment_alloc(size_t size, size_t align, bool zero) {
     spry_segment_t *seg = run.base;
     uint8_t *block = (uint8_t *)seg + lead;
     if (!run.clean) {
-        memset(seg, 0, offsetof(spry_segment_t, pages) + 2 * sizeof(spry_page_t));
+        spry_segment_clear(seg, 2);
         /* A reused run: drop what lies beyond the block so it is not resident. */
         uint8_t *tail = block + usable, *end = (uint8_t *)seg + chunks * SPRY_SEGMENT_SIZE;
         if ((size_t)(end - tail) >= SPRY_SLICE_SIZE) {
@@ -493,8 +493,9 @@ static void *segment_alloc(size_t size, size_t align, bool zero) {
     seg->size = chunks * SPRY_SEGMENT_SIZE;
     seg->kind = SPRY_SEGMENT_HUGE;
     seg->arena_dedicated = run.dedicated;
-    for (unsigned i = 0; i < SPRY_SLICES; i++) seg->slice_page[i] = &seg->pages[1];
-    spry_page_t *page = &seg->pages[1];
+    spry_page_t *page = &spry_segment_pages(seg)[1];
+    spry_page_t **slices = spry_segment_slices(seg);
+    for (unsigned i = 0; i < SPRY_SLICES; i++) slices[i] = page;
     page->kind = SPRY_PAGE_HUGE;
     spry_key_set(page, 0);                       /* every free of it takes the slow path */
     page->block_size = usable;          /* the run's rest allows in-place growth */
@@ -527,7 +528,7 @@ static bool segment_resize(spry_segment_t *seg, spry_page_t *page, size_t size) 
 }
 
 void spry_huge_free(spry_segment_t *seg) {
-    spry_page_t *page = &seg->pages[1];
+    spry_page_t *page = &spry_segment_pages(seg)[1];
     huge_unlink(seg);
     for (size_t i = 0; i < seg->size >> SPRY_SEGMENT_SHIFT; i++)
         chunk_map_set((uint8_t *)seg + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_FOREIGN);
@@ -575,7 +576,7 @@ size_t spry_huge_blocks_after(uintptr_t after, void **blocks, size_t *sizes, siz
     while (ns < max) {
         spry_page_t *low = NULL;
         for (spry_segment_t *seg = huge_list; seg; seg = seg->next) {
-            spry_page_t *page = &seg->pages[1];
+            spry_page_t *page = &spry_segment_pages(seg)[1];
             if ((uintptr_t)page->start > from && (!low || page->start < low->start)) low = page;
         }
         if (!low) break;

@@ -33,7 +33,7 @@ static int mask_find_run(uint64_t m, unsigned n, unsigned step) {
 
 /* The index of a page's first slice in its segment. */
 static inline unsigned page_slice(const spry_page_t *page) {
-    return (unsigned)(page - spry_segment_of(page)->pages);
+    return (unsigned)(page - spry_segment_pages(spry_segment_of(page)));
 }
 
 static inline void chunk_map_set(const void *p, uint8_t v) {
@@ -88,7 +88,8 @@ static uint64_t slices_take(spry_heap_t *heap, spry_segment_t *seg, unsigned fir
     seg->free_mask &= ~bits;
     seg->dirty_mask |= bits;
     seg->aging_mask &= ~bits;
-    for (unsigned i = first; i < first + n; i++) seg->slice_page[i] = page;
+    spry_page_t **slices = spry_segment_slices(seg);
+    for (unsigned i = first; i < first + n; i++) slices[i] = page;
     heap_count(&heap->span_in_use, (size_t)n * SPRY_SLICE_SIZE, 0);
     heap_peak(heap);
     if (was_dirty)
@@ -114,10 +115,11 @@ static spry_segment_t *segment_create(spry_heap_t *heap) {
     spry_run_t run;
     if (!spry_arena_alloc(1, 0, 0, &run)) return NULL;
     spry_segment_t *seg = run.base;
-    if (!run.clean) memset(seg, 0, sizeof *seg);
+    if (!run.clean) spry_segment_clear(seg, SPRY_SLICES);
     /* A pointer into the header or a never used slice finds a page that is
      * FREE and keyed 0: free reports it instead of following NULL. */
-    for (unsigned i = 0; i < SPRY_SLICES; i++) seg->slice_page[i] = &spry_empty_page;
+    spry_page_t **slices = spry_segment_slices(seg);
+    for (unsigned i = 0; i < SPRY_SLICES; i++) slices[i] = &spry_empty_page;
     seg->heap = heap;
     seg->size = SPRY_SEGMENT_SIZE;
     seg->kind = SPRY_SEGMENT_NORMAL;
@@ -150,7 +152,8 @@ static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
  * descriptor, which a later, shorter span at the same first slice reuses
  * (a stale pointer into them would reach that page). heap->lock held. */
 static void slices_forget(spry_segment_t *seg, unsigned first, unsigned n) {
-    for (unsigned i = first + 1; i < first + n; i++) seg->slice_page[i] = &spry_empty_page;
+    spry_page_t **slices = spry_segment_slices(seg);
+    for (unsigned i = first + 1; i < first + n; i++) slices[i] = &spry_empty_page;
 }
 
 static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
@@ -228,10 +231,10 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
         segment_unlink(heap, seg);
         segment_link(heap, seg);
     }
-    uint64_t was_dirty = slices_take(heap, seg, (unsigned)at, slices, &seg->pages[at]);
+    uint64_t was_dirty = slices_take(heap, seg, (unsigned)at, slices, &spry_segment_pages(seg)[at]);
     spry_unlock(&heap->lock);
 
-    spry_page_t *page = &seg->pages[at];
+    spry_page_t *page = &spry_segment_pages(seg)[at];
     page->slice_count = (uint8_t)slices;
     page->start = (uint8_t *)seg + (size_t)at * SPRY_SLICE_SIZE;
     page->is_zero = was_dirty == 0;
@@ -245,7 +248,8 @@ static void span_cut_locked(spry_heap_t *heap, spry_page_t *page, unsigned keep)
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = page_slice(page), have = page->slice_count;
     slices_give(heap, seg, SLICE_BITS(first + keep, have - keep));
-    for (unsigned i = first + keep; i < first + have; i++) seg->slice_page[i] = &spry_empty_page;
+    spry_page_t **table = spry_segment_slices(seg);
+    for (unsigned i = first + keep; i < first + have; i++) table[i] = &spry_empty_page;
     spry_purge_notify();
     heap_count(&heap->span_in_use, 0, (size_t)(have - keep) * SPRY_SLICE_SIZE);
     heap_count(&heap->span_dirty, (size_t)(have - keep) * SPRY_SLICE_SIZE, 0);

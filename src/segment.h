@@ -4,6 +4,7 @@
 #define SPRY_SEGMENT_H
 
 #include "types.h"
+#include <string.h>
 
 /* A page descriptor for `slices` contiguous free slices of one of the heap's
  * segments (a new segment when none has room), starting at a slice index
@@ -37,8 +38,16 @@ bool spry_heap_purge_spans(spry_heap_t *heap, bool force);
  * the slice is free or inside another span. For walks over a heap's pages
  * (heap lock held, or no other thread using the heap). */
 static inline spry_page_t *spry_segment_span_at(spry_segment_t *seg, unsigned i) {
-    spry_page_t *page = &seg->pages[i];
-    return seg->slice_page[i] == page && !((seg->free_mask >> i) & 1) ? page : NULL;
+    spry_page_t *page = &spry_segment_pages(seg)[i];
+    return spry_segment_slices(seg)[i] == page && !((seg->free_mask >> i) & 1) ? page : NULL;
+}
+
+/* Zeroes a reused segment's header: the fixed part, the slice table and
+ * the first `pages` descriptors (the header slice is 64 KiB; its colour
+ * leaves most of it unused, and untouched). */
+static inline void spry_segment_clear(spry_segment_t *seg, unsigned pages) {
+    memset(seg, 0, sizeof *seg);
+    memset(spry_segment_slices(seg), 0, SPRY_SLICES * sizeof(spry_page_t *) + pages * sizeof(spry_page_t));
 }
 
 /* The segment of a block whose chunk-map value is SPRY_CHUNK_ALIGNED. */
