@@ -11,15 +11,6 @@
 #define CARVE_BYTES   4096
 #define CARVE_MIN     1
 
-const uint64_t spry_odd_inverse[16] = {
-    [1] = 1, [3] = 0xaaaaaaaaaaaaaaab, [5] = 0xcccccccccccccccd, [7] = 0x6db6db6db6db6db7,
-    [9] = 0x8e38e38e38e38e39, [11] = 0x2e8ba2e8ba2e8ba3, [13] = 0x4ec4ec4ec4ec4ec5,
-    [15] = 0xeeeeeeeeeeeeeeef };
-const uint64_t spry_odd_limit[16] = {
-    [1] = ~(uint64_t)0, [3] = 0x5555555555555555, [5] = 0x3333333333333333,
-    [7] = 0x2492492492492492, [9] = 0x1c71c71c71c71c71, [11] = 0x1745d1745d1745d1,
-    [13] = 0x13b13b13b13b13b1, [15] = 0x1111111111111111 };
-
 void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     size_t bs = spry_class_size(c);
     size_t bytes = (size_t)page->slice_count * SPRY_SLICE_SIZE;

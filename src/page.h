@@ -99,22 +99,23 @@ static inline void spry_page_remote_unmark(uint64_t *w, uint64_t bits) {
 }
 
 /* Exact divisibility without a division (every free off the fast path
- * checks its pointer): a class size is m << s with m odd and at most 15, and
- * x is a multiple of an odd m exactly when x * m^-1 (mod 2^64) <=
- * (2^64 - 1) / m. */
-extern const uint64_t spry_odd_inverse[16], spry_odd_limit[16];
+ * checks its pointer): an offset x below 2^32 is a multiple of a class size
+ * d exactly when x * ceil(2^64 / d) (mod 2^64) < ceil(2^64 / d) (Lemire,
+ * Kaser and Kurz, "Faster remainder by direct computation", 2019: 64 bits
+ * suffice for a 32-bit x and any d below 2^32). One multiply; tests/
+ * sizeclass.c checks every class against every offset of its page. */
+extern const uint64_t spry_class_divides[SPRY_CLASS_COUNT];
 
 /* True when p is the start of a block of the page (class pages: a carved
  * block; large and huge pages: their one block). */
 static inline bool spry_page_class_block_start(const spry_page_t *page, const void *p) {
-    size_t off = (size_t)((const uint8_t *)p - page->start), size = page->block_size;
-    unsigned s = (unsigned)__builtin_ctzl(size);
-    size_t m = size >> s;
+    size_t off = (size_t)((const uint8_t *)p - page->start);
+    uint64_t d = spry_class_divides[page->class_idx];
     /* p below the blocks wraps to an offset past them; a block not carved
      * yet was never handed out (it carries no free marker: another thread's
      * free of it would put it on a list twice) */
-    if (off >= (size_t)spry_page_capacity(page) * size || (off & (((size_t)1 << s) - 1))) return false;
-    return (off >> s) * spry_odd_inverse[m] <= spry_odd_limit[m];
+    if (off >= (size_t)spry_page_capacity(page) * page->block_size) return false;
+    return off * d < d;
 }
 static inline bool spry_page_block_start(const spry_page_t *page, const void *p) {
     if (page->kind == SPRY_PAGE_CLASS) return spry_page_class_block_start(page, p);

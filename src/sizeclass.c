@@ -41,3 +41,13 @@ const uint8_t spry_large_units[SPRY_LARGE_MAX >> 14] = {
     [0 ... 7] = 0,                                  /* n <= 128 KiB: unused */
     REP8(LARGE_ENTRY, 8) REP16(LARGE_ENTRY, 16) REP32(LARGE_ENTRY, 32) REP64(LARGE_ENTRY, 64)
 };
+
+/* Entry c: ceil(2^64 / size of class c) (page.h, spry_page_class_block_start);
+ * the size formula is spry_class_size's. */
+#define CLASS_SIZE(c) ((c) == 0 ? (size_t)8 : (c) <= 8 ? (size_t)(c) << 4 \
+                       : (size_t)(9 + ((c) - 9) % 8) << (4 + ((c) - 9) / 8))
+#define DIVIDES_ENTRY(c) (UINT64_MAX / CLASS_SIZE(c) + 1)
+
+const uint64_t spry_class_divides[SPRY_CLASS_COUNT] = {
+    REP64(DIVIDES_ENTRY, 0) REP32(DIVIDES_ENTRY, 64) REP8(DIVIDES_ENTRY, 96) REP1(DIVIDES_ENTRY, 104)
+};

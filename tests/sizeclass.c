@@ -4,7 +4,10 @@
  * - n <= 128: 8-byte steps at the bottom, every class 8 or a multiple of 16
  *   (16-byte alignment of blocks >= 16 B), waste < 16 bytes;
  * - n > 128: waste (good_size(n) - n) <= n / 8 (12.5%);
- * - what malloc(n) really gets (usable size) is good_size(n).
+ * - what malloc(n) really gets (usable size) is good_size(n);
+ * - the block-start test's divisibility table (src/page.h): for every class
+ *   and every offset inside a page of 2 MiB, off * m < m exactly when the
+ *   class size divides off.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,6 +16,9 @@
 #include "spry.h"
 
 #include "check.h"
+#include "../src/sizeclass.h"
+
+extern const uint64_t spry_class_divides[SPRY_CLASS_COUNT];
 
 #define LIMIT ((size_t)1 << 20)
 
@@ -72,6 +78,16 @@ int main(void)
                "spry_usable_size(spry_malloc(%zu)) = %zu != spry_good_size = "
                "%zu", n, spry_usable_size(p), spry_good_size(n));
         spry_free(p);
+    }
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+        uint64_t d = spry_class_divides[c];
+        size_t size = spry_class_size(c), next = 0;
+        for (size_t off = 0; off < ((size_t)32 << 16); off++) {
+            int multiple = off == next;
+            if (multiple) next += size;
+            CHECKF((off * d < d) == multiple, "class %u (%zu B): offset %zu taken for %s", c, size,
+                   off, multiple ? "no block start" : "a block start");
+        }
     }
     printf("sizeclass: %zu distinct sizes up to 1 MiB; worst waste above 128 "
            "B: %.2f%% at n = %zu\n", classes, 100 * worst, worst_n);
