@@ -20,6 +20,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align);
  * before, so only what differs between two blocks is set here. */
 static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     page->kind = SPRY_PAGE_LARGE;
+    page->tail_pages = 0;
     page->block_size = usable;
     page->used = 1;
     page->free = page->local_free = NULL;        /* the last block's free */
@@ -28,6 +29,13 @@ static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_
     spry_key_set(page, heap->tid | SPRY_KEY_SLOW);   /* frees check the pointer */
     spry_block_mark_live(page->start);
     return page->start;
+}
+
+/* The large page's block is freed or grows over its tail: its resident
+ * tail no longer counts (large.c). Owner. */
+static inline void spry_large_tail_forget(spry_heap_t *heap, spry_page_t *page) {
+    heap->tail_pages -= page->tail_pages;
+    page->tail_pages = 0;
 }
 
 /* Takes the page at *link out of hot slot s. */
@@ -55,8 +63,9 @@ static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
 }
 
 /* Keeps an emptied large page in the hot cache; false when the cache is full
- * (the caller frees the span). Inline: the owner's free of a large block
- * goes nowhere else. A push into an empty hot cache must tell the purge
+ * (the caller frees the span). Every large block's end passes here first:
+ * its resident tail stops counting either way. Inline: the owner's free of
+ * a large block goes nowhere else. A push into an empty hot cache must tell the purge
  * thread (the caller's, after its guarded region: the heap may have been
  * collected and the thread gone, and it must be there to see this one go
  * idle; a call in here gave the free path a stack frame). */
@@ -64,6 +73,7 @@ static inline void *spry_large_alloc_hot(spry_heap_t *heap, size_t n) {
 static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
     unsigned s = page->slice_count;
     size_t bytes = (size_t)s * SPRY_SLICE_SIZE;
+    spry_large_tail_forget(heap, page);
     if (heap->hot_count[s] >= SPRY_HOT_PER_SLOT || heap->hot_bytes + bytes > heap->hot_limit)
         return false;
     page->kind = SPRY_PAGE_FREE;           /* a double free is reported */

@@ -171,6 +171,9 @@ typedef struct spry_page {
     uint8_t  is_zero;            /* large/huge: memory fresh from the kernel  */
     uint8_t  pinned;             /* used holds one phantom block: the page
                                     heads its queue and is kept when empty    */
+    uint8_t  tail_pages;         /* large: OS pages past the block in its
+                                    span's last slice left resident, counted
+                                    in heap->tail_pages (large.c)            */
     uint32_t cache_tick;         /* in the heap's span cache since this tick */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
@@ -310,6 +313,9 @@ typedef struct spry_heap {
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
+    /* OS pages past live growable large blocks left resident (large.c),
+     * and how many may be (refreshed on slow paths) */
+    uint32_t tail_pages, tail_limit;
     uint8_t limits_in;                  /* slow paths until the next refresh */
     /* The owner's guard (guard.h): 1 while the owner is inside a path that
      * touches what a purge pass may collect from an idle heap */

@@ -4,6 +4,12 @@
  * move, its usable size covers the request, it shrinks, another thread can
  * free it, and a second free of it is reported and ignored.
  *
+ * Strings built one after another by appends of 8 KiB (a text writer's
+ * flushes) take no madvise call each: the span a string leaves is taken
+ * again with what it has resident past the next string's first size (24
+ * KiB at 40 KB; purged every time, every string cost a call and the page
+ * faults after it: 1.6x jemalloc's time at 4 threads on 2 cores).
+ *
  * Before the growth moved into a span of its own, every class it passed
  * between 1 KiB and 256 KiB kept one block resident in the block cache: a
  * 200,000-byte string left about 1.8 MB per thread (9 times its size;
@@ -13,6 +19,7 @@
 #include <spry.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define KiB ((size_t)1024)
 #define FINAL ((size_t)200000)
@@ -149,6 +156,23 @@ int main(void) {
     t = grow(7, &moves);                  /* the heap is whole */
     spry_free(t);
     kept_strings();
+
+    /* strings built one after another: no purge each */
+    spry_trim();
+    spry_stats_get(&st0);
+    for (unsigned i = 0; i < 200; i++) {
+        char *w = NULL;
+        size_t len;
+        for (len = 8 * KiB; len <= FINAL; len += 8 * KiB) {
+            w = spry_realloc(w, len);
+            CHECK(w != NULL);
+            memset(w + len - 8 * KiB, (int)i, 8 * KiB);
+        }
+        CHECK(w[0] == (char)i && w[len - 8 * KiB - 1] == (char)i);
+        spry_free(w);
+    }
+    spry_stats_get(&st1);
+    CHECKF(st1.purges - st0.purges < 20, "%zu madvise calls for 200 strings", st1.purges - st0.purges);
     printf("realloc_growth: ok (%zu KiB resident at the peak)\n", (peak - base) / KiB);
     return 0;
 }
