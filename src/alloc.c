@@ -190,12 +190,13 @@ static __attribute__((noinline)) void *realloc_slow(spry_page_t *page, void *p, 
                (spry_key_get(page) & ~SPRY_KEY_FLAGS) == spry_thread_key()) {
         /* A large block grows into the free slices after it, or gives its
          * tail back, without copying. */
+        unsigned had = page->slice_count;
         if (spry_span_resize(page->heap, page, spry_good_size_of(n))) {
-            /* grown over its tail, or cut: under the guard, as a purge
-             * pass that collects the heap counts tails too (steal.c) */
+            /* under the guard, as a purge pass that collects the heap
+             * counts tails too (steal.c) */
             spry_heap_t *heap = page->heap;
             spry_heap_enter(heap);
-            spry_large_tail_forget(heap, page);
+            spry_large_tail_resized(heap, page, had);
             spry_heap_leave(heap);
             spry_purge_start_point();    /* a shrink frees the tail */
             return p;
