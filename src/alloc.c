@@ -11,7 +11,6 @@
 #include "page.h"
 #include "large.h"
 #include "guard.h"
-#include "guard.h"
 #include "report.h"
 #include "walk.h"
 #include "block.h"

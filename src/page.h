@@ -4,6 +4,7 @@
 #define SPRY_PAGE_H
 
 #include "types.h"
+#include "sizeclass.h"
 
 /* Sets up a fresh span as a page of class c (no block carved yet). */
 void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c);
@@ -103,8 +104,8 @@ static inline void spry_page_remote_unmark(uint64_t *w, uint64_t bits) {
  * d exactly when x * ceil(2^64 / d) (mod 2^64) < ceil(2^64 / d) (Lemire,
  * Kaser and Kurz, "Faster remainder by direct computation", 2019: 64 bits
  * suffice for a 32-bit x and any d below 2^32). One multiply; tests/
- * sizeclass.c checks every class against every offset of its page. */
-extern const uint64_t spry_class_divides[SPRY_CLASS_COUNT];
+ * sizeclass.c checks every class against every offset of its page (the
+ * table, spry_class_divides: sizeclass.h). */
 
 /* True when p is the start of a block of the page (class pages: a carved
  * block; large and huge pages: their one block). */

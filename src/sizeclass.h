@@ -26,6 +26,10 @@ static inline unsigned spry_class_of_mid(size_t n) {
     return spry_class_mid[(n - 1) >> 7];
 }
 
+/* Entry c: ceil(2^64 / the size of class c), for the block-start test
+ * (page.h, spry_page_class_block_start). */
+extern const uint64_t spry_class_divides[SPRY_CLASS_COUNT];
+
 /* spry_good_size_of(n) for 128 KiB < n <= SPRY_LARGE_MAX, by table
  * (in 16 KiB units: class sizes from 128 KiB on are multiples of it). */
 extern const uint8_t spry_large_units[SPRY_LARGE_MAX >> 14];

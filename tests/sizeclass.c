@@ -18,8 +18,6 @@
 #include "check.h"
 #include "../src/sizeclass.h"
 
-extern const uint64_t spry_class_divides[SPRY_CLASS_COUNT];
-
 #define LIMIT ((size_t)1 << 20)
 
 static size_t opaque(size_t n)
