@@ -10,6 +10,7 @@
 #include "init.h"
 #include "page.h"
 #include "large.h"
+#include "huge.h"
 #include "guard.h"
 #include "report.h"
 #include "walk.h"
@@ -113,6 +114,8 @@ static void *realloc_move(void *p, size_t n, size_t old) {
     if (n <= 8) q = spry_heap_malloc_tiny(spry_tls_heap);
     else if (n > REALLOC_SPAN_MIN && n > old && old >= n / 4 && n <= SPRY_PAGED_MAX)
         q = spry_heap_malloc_span(spry_tls_heap, n);
+    else if (n > SPRY_LARGE_MAX && n <= SPRY_AREA_BLOCK_MAX && n > old && old >= n / 4)
+        q = spry_huge_alloc_to_grow(n, 0, false, true);   /* where it can grow next */
     else q = spry_malloc_inline(n);
     if (!q) return NULL;                 /* p is untouched */
     size_t len = old < n ? old : n;
