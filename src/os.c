@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "os.h"
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
@@ -86,6 +87,11 @@ static long os_parse_long(const char **s) {
     long v = 0;
     while (**s >= '0' && **s <= '9') { v = v * 10 + (**s - '0'); (*s)++; }
     return v;
+}
+
+bool spry_os_address_limited(void) {
+    struct rlimit r;
+    return getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
 }
 
 int spry_os_cpu_count(void) {

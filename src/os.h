@@ -33,6 +33,8 @@ void     spry_os_close(int fd);
 /* CPUs this process may run on: the affinity mask, capped by a cgroup v2
  * cpu.max quota. */
 int      spry_os_cpu_count(void);
+/* Whether the process runs under an address-space limit (RLIMIT_AS). */
+bool     spry_os_address_limited(void);
 /* Sleep on *addr while it equals `expected`, at most timeout_ms (<0: no
  * limit). Wake one sleeper, or all of them. */
 void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
