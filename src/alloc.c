@@ -115,7 +115,7 @@ static void *realloc_move(void *p, size_t n, size_t old) {
     else if (n > REALLOC_SPAN_MIN && n > old && old >= n / 4 && n <= SPRY_PAGED_MAX)
         q = spry_heap_malloc_span(spry_tls_heap, n);
     else if (n > SPRY_LARGE_MAX && n <= SPRY_AREA_BLOCK_MAX && n > old && old >= n / 4)
-        q = spry_huge_alloc_to_grow(n, 0, false, true);   /* where it can grow next */
+        q = spry_huge_alloc_growable(n);
     else q = spry_malloc_inline(n);
     if (!q) return NULL;                 /* p is untouched */
     size_t len = old < n ? old : n;

@@ -10,8 +10,13 @@ typedef struct spry_fmt { char buf[512]; size_t len; } spry_fmt_t;
 
 static inline void spry_fmt_init(spry_fmt_t *f) { f->len = 0; }
 
+/* At most `max` bytes of s. */
+static inline void spry_fmt_strn(spry_fmt_t *f, const char *s, size_t max) {
+    while (*s && max-- && f->len < sizeof f->buf) f->buf[f->len++] = *s++;
+}
+
 static inline void spry_fmt_str(spry_fmt_t *f, const char *s) {
-    while (*s && f->len < sizeof f->buf) f->buf[f->len++] = *s++;
+    spry_fmt_strn(f, s, (size_t)-1);
 }
 
 static inline void spry_fmt_ulong(spry_fmt_t *f, unsigned long v) {

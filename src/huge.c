@@ -524,8 +524,7 @@ static void *segment_alloc(size_t size, size_t align, bool zero) {
     seg->kind = SPRY_SEGMENT_HUGE;
     seg->arena_dedicated = run.dedicated;
     spry_page_t *page = &spry_segment_pages(seg)[1];
-    spry_page_t **slices = spry_segment_slices(seg);
-    for (unsigned i = 0; i < SPRY_SLICES; i++) slices[i] = page;
+    spry_segment_name(seg, 0, SPRY_SLICES, page);
     page->kind = SPRY_PAGE_HUGE;
     spry_key_set(page, 0);                       /* every free of it takes the slow path */
     page->block_size = usable;          /* the run's rest allows in-place growth */
@@ -572,11 +571,7 @@ void spry_huge_free(spry_segment_t *seg) {
 
 /* ---- either ------------------------------------------------------------- */
 
-void *spry_huge_alloc(size_t size, size_t align, bool zero) {
-    return spry_huge_alloc_to_grow(size, align, zero, false);
-}
-
-void *spry_huge_alloc_to_grow(size_t size, size_t align, bool zero, bool grows) {
+static void *huge_alloc(size_t size, size_t align, bool zero, bool grows) {
     if (size <= SPRY_AREA_BLOCK_MAX && align <= GRAN_SIZE) {
         int saved = errno;
         void *p = area_alloc(size ? size : 1, zero, grows);
@@ -585,6 +580,14 @@ void *spry_huge_alloc_to_grow(size_t size, size_t align, bool zero, bool grows) 
         errno = saved;
     }
     return segment_alloc(size, align, zero);
+}
+
+void *spry_huge_alloc(size_t size, size_t align, bool zero) {
+    return huge_alloc(size, align, zero, false);
+}
+
+void *spry_huge_alloc_growable(size_t size) {
+    return huge_alloc(size, 0, false, true);
 }
 
 bool spry_huge_resize(spry_page_t *page, size_t size) {

@@ -17,9 +17,9 @@
 /* A huge block of `size` bytes aligned to `align` (power of two, 0 = none),
  * zeroed if `zero`. NULL + ENOMEM. */
 void *spry_huge_alloc(size_t size, size_t align, bool zero);
-/* The same; `grows`: for a block realloc moves to grow it, placed where it
- * can grow in place later. */
-void *spry_huge_alloc_to_grow(size_t size, size_t align, bool zero, bool grows);
+/* The same, unaligned and not zeroed, for a block realloc moves to grow it:
+ * placed where it can grow in place later. */
+void *spry_huge_alloc_growable(size_t size);
 /* Frees a huge segment's block (the chunk map named its segment). */
 void  spry_huge_free(spry_segment_t *seg);
 /* Frees p, whose chunk map value is an area's: reports a double free or a

@@ -89,11 +89,8 @@ void spry_options_init(void) {
         spry_fmt_str(&f, "=");
         /* the value's first 200 bytes: a longer one filled the line's
          * buffer and the message lost its end and newline (a review) */
-        char shown[204];
-        size_t n = strlen(bad[i]);
-        memcpy(shown, bad[i], n < 200 ? n : 200);
-        strcpy(shown + (n < 200 ? n : 200), n > 200 ? "..." : "");
-        spry_fmt_str(&f, shown);
+        spry_fmt_strn(&f, bad[i], 200);
+        if (strlen(bad[i]) > 200) spry_fmt_str(&f, "...");
         if (d->text) {
             spry_fmt_str(&f, *bad[i] ? " (want a path shorter than 4096 bytes)\n" : " (want a path, not nothing)\n");
         } else {

@@ -88,8 +88,7 @@ static uint64_t slices_take(spry_heap_t *heap, spry_segment_t *seg, unsigned fir
     seg->free_mask &= ~bits;
     seg->dirty_mask |= bits;
     seg->aging_mask &= ~bits;
-    spry_page_t **slices = spry_segment_slices(seg);
-    for (unsigned i = first; i < first + n; i++) slices[i] = page;
+    spry_segment_name(seg, first, first + n, page);
     heap_count(&heap->span_in_use, (size_t)n * SPRY_SLICE_SIZE, 0);
     heap_peak(heap);
     if (was_dirty)
@@ -118,8 +117,7 @@ static spry_segment_t *segment_create(spry_heap_t *heap) {
     if (!run.clean) spry_segment_clear(seg, SPRY_SLICES);
     /* A pointer into the header or a never used slice finds a page that is
      * FREE and keyed 0: free reports it instead of following NULL. */
-    spry_page_t **slices = spry_segment_slices(seg);
-    for (unsigned i = 0; i < SPRY_SLICES; i++) slices[i] = &spry_empty_page;
+    spry_segment_name(seg, 0, SPRY_SLICES, &spry_empty_page);
     seg->heap = heap;
     seg->size = SPRY_SEGMENT_SIZE;
     seg->kind = SPRY_SEGMENT_NORMAL;
@@ -152,8 +150,7 @@ static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
  * descriptor, which a later, shorter span at the same first slice reuses
  * (a stale pointer into them would reach that page). heap->lock held. */
 static void slices_forget(spry_segment_t *seg, unsigned first, unsigned n) {
-    spry_page_t **slices = spry_segment_slices(seg);
-    for (unsigned i = first + 1; i < first + n; i++) slices[i] = &spry_empty_page;
+    spry_segment_name(seg, first + 1, first + n, &spry_empty_page);
 }
 
 static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
@@ -248,8 +245,7 @@ static void span_cut_locked(spry_heap_t *heap, spry_page_t *page, unsigned keep)
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = page_slice(page), have = page->slice_count;
     slices_give(heap, seg, SLICE_BITS(first + keep, have - keep));
-    spry_page_t **table = spry_segment_slices(seg);
-    for (unsigned i = first + keep; i < first + have; i++) table[i] = &spry_empty_page;
+    spry_segment_name(seg, first + keep, first + have, &spry_empty_page);
     spry_purge_notify();
     heap_count(&heap->span_in_use, 0, (size_t)(have - keep) * SPRY_SLICE_SIZE);
     heap_count(&heap->span_dirty, (size_t)(have - keep) * SPRY_SLICE_SIZE, 0);

@@ -42,6 +42,12 @@ static inline spry_page_t *spry_segment_span_at(spry_segment_t *seg, unsigned i)
     return spry_segment_slices(seg)[i] == page && !((seg->free_mask >> i) & 1) ? page : NULL;
 }
 
+/* Slices [first, end) of seg name `page` in its slice table. */
+static inline void spry_segment_name(spry_segment_t *seg, unsigned first, unsigned end, spry_page_t *page) {
+    spry_page_t **slices = spry_segment_slices(seg);
+    for (unsigned i = first; i < end; i++) slices[i] = page;
+}
+
 /* Zeroes a reused segment's header: the fixed part, the slice table and
  * the first `pages` descriptors (the header slice is 64 KiB; its colour
  * leaves most of it unused, and untouched). */

@@ -123,7 +123,7 @@ static void out_json_string(stats_out_t *o, const char *s) {
         } else {
             out_bytes(o, s, n);
         }
-        s += n ? n : 1;
+        s += n;
     }
     out_bytes(o, "\"", 1);
 }

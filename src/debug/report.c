@@ -43,12 +43,16 @@ static int log_open(void) {
     return 2;
 }
 
-static void out_flush(void) {
-    /* nothing to say: no file (a log per process made every silent one
-     * leave an empty file, a review) */
-    if (out_len == 0) return;
+/* The log, opened at the first thing to say: a log per process made every
+ * silent one leave an empty file (a review). */
+static int log_get(void) {
     if (log_fd < 0) log_fd = log_open();
-    spry_os_write(log_fd, out_buf, out_len);
+    return log_fd;
+}
+
+static void out_flush(void) {
+    if (out_len == 0) return;
+    spry_os_write(log_get(), out_buf, out_len);
     out_len = 0;
 }
 
@@ -97,8 +101,7 @@ void dbg_out_end(bool error) {
     bool fatal = error && spry_option(SPRY_OPT_ABORT_ON_ERROR);
     if (fatal) {
         static const char msg[] = "spry-debug: aborting (SPRY_ABORT_ON_ERROR=1)\n";
-        if (log_fd < 0) log_fd = log_open();
-        spry_os_write(log_fd, msg, sizeof msg - 1);
+        spry_os_write(log_get(), msg, sizeof msg - 1);
     }
     dbg_inside--;
     spry_unlock(&report_lock);
