@@ -165,7 +165,10 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
  * pointer spry returns is a block start (free needs no search):
  *  - a class page starts on a 64 KiB boundary and its blocks sit at multiples
  *    of the block size, so a class whose size is a multiple of `align` gives
- *    aligned blocks (power-of-two classes exist at every doubling);
+ *    aligned blocks (power-of-two classes exist at every doubling); but the
+ *    coloured classes start a few lines in (sizeclass.h), so above 64 bytes
+ *    of alignment they are passed over: a request above 1 KiB then gets the
+ *    next power of two (up to 2x its size, where 1.125x would do);
  *  - large spans start on 64 KiB slices of 4 MiB-aligned segments, so a
  *    span whose first slice index is a multiple of align / 64 KiB is
  *    aligned; up to 2 MiB of alignment and of size such a span always fits
@@ -178,7 +181,7 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
         size_t want = n < align ? align : n;
         if (want <= SPRY_PAGED_MAX) {
             unsigned c = spry_class_of(want);
-            while (spry_class_size(c) % align) c++;
+            while (spry_class_size(c) % align || (align > SPRY_COLOUR_STEP && spry_class_coloured(c))) c++;
             return spry_heap_malloc(spry_class_size(c), heap);
         }
         if (want <= SPRY_LARGE_MAX) return spry_heap_malloc(want, heap);

@@ -55,6 +55,18 @@ static inline unsigned spry_class_slices(unsigned c) {
     return 32;
 }
 
+/* Pages of these classes start their first block a few 64-byte lines past
+ * the span's start (page.c, page_colour): the classes above 1 KiB whose
+ * size is not a power of two, the ones whose pages have room left over.
+ * Their blocks are 64-byte aligned, not aligned to their size's power-of-two
+ * factor, so an aligned request above 64 takes another class
+ * (spry_heap_malloc_aligned). Powers of two fill their pages exactly. */
+#define SPRY_COLOUR_STEP 64
+static inline bool spry_class_coloured(unsigned c) {
+    size_t s = spry_class_size(c);
+    return s > SPRY_SMALL_MAX && (s & (s - 1)) != 0;
+}
+
 /* What a request of n bytes really gets (n <= SPRY_ALLOC_MAX). */
 static inline size_t spry_good_size_of(size_t n) {
     if (n <= SPRY_CLASS_MAX) return spry_class_size(spry_class_of(n));
