@@ -19,11 +19,13 @@
  * set of the L1 and a few of the L2, and a block's last OS page never held
  * the next block's first bytes. The room the blocks leave at the span's end
  * (up to 1/8 of it) is spent on it, by 64-byte steps, the next span of a
- * class one step further than the one below it. 4-64 KiB blocks at 1,024
+ * class one step further than the one below it, up to the 64 steps of an OS
+ * page (more would only repeat their cache sets). 4-64 KiB blocks at 1,024
  * and 4,096 live a thread: 1.04-1.06x the rate, 0.86-0.88x the peak RSS of
  * a program that writes its blocks' ends. */
 static size_t page_colour(const spry_page_t *page, size_t bytes, size_t bs) {
     size_t steps = (bytes - (size_t)page->reserved * bs) / SPRY_COLOUR_STEP + 1;
+    if (steps > SPRY_OS_PAGE / SPRY_COLOUR_STEP) steps = SPRY_OS_PAGE / SPRY_COLOUR_STEP;
     size_t k = ((uintptr_t)page->start >> SPRY_SLICE_SHIFT) / page->slice_count;
     return k % steps * SPRY_COLOUR_STEP;
 }
@@ -50,7 +52,17 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
      * would be other blocks' bits and data (a review: valid frees reported
      * as double frees). */
     if (c == 0 && page->reserved > SPRY_LIVE_MAP_BYTES * 8) page->reserved = SPRY_LIVE_MAP_BYTES * 8;
-    if (spry_class_coloured(c)) page->start += page_colour(page, bytes, bs);
+    if (spry_class_coloured(c)) {
+        size_t colour = page_colour(page, bytes, bs);
+        /* The span's start was block 0 of whichever page had the span
+         * before: a stale second free of that block, which the marker of
+         * this page's block 0 caught, now meets the gap, and without a
+         * marker there the owner's free (which checks no block start) took
+         * it into the block cache, and malloc handed it out over block 0 (a
+         * review). The gap is under 4 KiB, in the OS page block 0 touches. */
+        if (colour) spry_block_mark_free(page->start, page);
+        page->start += colour;
+    }
     spry_page_capacity_set(page, 0);
     page->carve_end = page->start;
     page->used = 0;
