@@ -95,8 +95,8 @@ static void *large_alloc_growable(spry_heap_t *heap, size_t n) {
  * Hot spans wait for a block of their own size; where sizes vary
  * (log-uniform 256 KiB-2 MiB) they seldom met one, and up to 4 MiB of them
  * stayed resident and unused while new blocks took fresh slices: a thread
- * keeping 4 such blocks faulted in 1.9 MiB of new memory every 2,000
- * blocks (tcmalloc 1.4 MiB; test large_reuse). Only in place of fresh
+ * keeping 4 such blocks faulted in 2.6-3.0x their peak bytes, now 1.5-1.9x
+ * (tcmalloc 1.75-2.75x; test large_reuse). Only in place of fresh
  * memory: given back at every miss, or cut to the size when longer, they
  * lost the blocks of their own size, whose ends they had resident (a
  * program that writes its blocks' ends, 256 B-512 KiB at 14 threads: 1.5x
