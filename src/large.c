@@ -90,21 +90,29 @@ static void *large_alloc_growable(spry_heap_t *heap, size_t n) {
 }
 
 /* No hot span of the block's size or one slice longer: a span that may
- * still be resident from the segments, else the hot spans all go back to
- * them (joining the free slices around them) before a fresh span is taken.
+ * still be resident from the segments; else, where the hot cache serves
+ * few of the mallocs that look there, its spans go back to the segments
+ * (joining the free slices around them) before a fresh span is taken.
  * Hot spans wait for a block of their own size; where sizes vary
  * (log-uniform 256 KiB-2 MiB) they seldom met one, and up to 4 MiB of them
  * stayed resident and unused while new blocks took fresh slices: a thread
- * keeping 4 such blocks faulted in 2.6-3.0x their peak bytes, now 1.5-1.9x
- * (tcmalloc 1.75-2.75x; test large_reuse). Only in place of fresh
- * memory: given back at every miss, or cut to the size when longer, they
- * lost the blocks of their own size, whose ends they had resident (a
+ * keeping 4 such blocks faulted in 2.6-3.0x their peak bytes, now 1.6-1.9x
+ * (tcmalloc 1.75-2.75x; test large_reuse). Only in place of fresh memory,
+ * and only there: given back at every such miss, a few sizes taking turns
+ * with two blocks live (the cache serving 94% of their mallocs) missed 4
+ * times as often (2x the time; a review); cut to the size when longer,
+ * they lost the blocks of their own size, whose ends they had resident (a
  * program that writes its blocks' ends, 256 B-512 KiB at 14 threads: 1.5x
  * the peak RSS). */
 static spry_page_t *span_resident(spry_heap_t *heap, unsigned slices) {
+    if (++heap->hot_misses >= 64) {
+        heap->hot_misses /= 2;
+        heap->hot_pushes /= 2;
+    }
     spry_page_t *page = spry_span_alloc_resident(heap, slices);
     if (page) return span_setup(page);
-    spry_large_hot_flush(heap);
+    /* a miss for every second span the cache took, or more */
+    if (2 * heap->hot_misses > heap->hot_pushes) spry_large_hot_flush(heap);
     return NULL;
 }
 
