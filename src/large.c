@@ -96,7 +96,7 @@ static void *large_alloc_growable(spry_heap_t *heap, size_t n) {
  * Hot spans wait for a block of their own size; where sizes vary
  * (log-uniform 256 KiB-2 MiB) they seldom met one, and up to 4 MiB of them
  * stayed resident and unused while new blocks took fresh slices: a thread
- * keeping 4 such blocks faulted in 2.6-3.0x their peak bytes, now 1.6-1.9x
+ * keeping 4 such blocks faulted in 2.6-3.0x their peak bytes, now 1.5-1.9x
  * (tcmalloc 1.75-2.75x; test large_reuse). Only in place of fresh memory,
  * and only there: given back at every such miss, a few sizes taking turns
  * with two blocks live (the cache serving 94% of their mallocs) missed 4

@@ -21,8 +21,8 @@
  * (up to 1/8 of it) is spent on it, by 64-byte steps, the next span of a
  * class one step further than the one below it, up to the 64 steps of an OS
  * page (more would only repeat their cache sets). 4-64 KiB blocks at 1,024
- * and 4,096 live a thread: 1.04-1.06x the rate, 0.86-0.88x the peak RSS of
- * a program that writes its blocks' ends. */
+ * and 4,096 live a thread: 0.84-0.91x the peak RSS of a program that writes
+ * its blocks' ends, the rate level to 1.06x. */
 static size_t page_colour(const spry_page_t *page, size_t bytes, size_t bs) {
     size_t steps = (bytes - (size_t)page->reserved * bs) / SPRY_COLOUR_STEP + 1;
     if (steps > SPRY_OS_PAGE / SPRY_COLOUR_STEP) steps = SPRY_OS_PAGE / SPRY_COLOUR_STEP;
