@@ -30,7 +30,9 @@ void spry_large_hot_flush(spry_heap_t *heap) {
 }
 /* A span of `slices` slices fresh from the segments, set up as a large page
  * (its block is set by spry_large_reuse). */
-static spry_page_t *span_setup(spry_page_t *page) {
+static spry_page_t *span_take(spry_heap_t *heap, unsigned slices, unsigned step) {
+    spry_page_t *page = spry_span_alloc(heap, slices, step);
+    if (!page) return NULL;
     spry_purge_notify();       /* it may end in the hot cache (steal.c) */
     page->class_idx = 0;
     page->pinned = 0;
@@ -38,11 +40,6 @@ static spry_page_t *span_setup(spry_page_t *page) {
     spry_page_capacity_set(page, 1);
     page->next = page->prev = NULL;
     return page;
-}
-
-static spry_page_t *span_take(spry_heap_t *heap, unsigned slices, unsigned step) {
-    spry_page_t *page = spry_span_alloc(heap, slices, step);
-    return page ? span_setup(page) : NULL;
 }
 
 /* Resident OS pages a heap may leave past its growable blocks (below): its
@@ -89,33 +86,6 @@ static void *large_alloc_growable(spry_heap_t *heap, size_t n) {
     return p;
 }
 
-/* No hot span of the block's size or one slice longer: a span that may
- * still be resident from the segments; else, where the hot cache serves
- * few of the mallocs that look there, its spans go back to the segments
- * (joining the free slices around them) before a fresh span is taken.
- * Hot spans wait for a block of their own size; where sizes vary
- * (log-uniform 256 KiB-2 MiB) they seldom met one, and up to 4 MiB of them
- * stayed resident and unused while new blocks took fresh slices: a thread
- * keeping 4 such blocks faulted in 2.6-3.0x their peak bytes, now 1.5-1.9x
- * (tcmalloc 1.75-2.75x; test large_reuse). Only in place of fresh memory,
- * and only there: given back at every such miss, a few sizes taking turns
- * with two blocks live (the cache serving 94% of their mallocs) missed 4
- * times as often (2x the time; a review); cut to the size when longer,
- * they lost the blocks of their own size, whose ends they had resident (a
- * program that writes its blocks' ends, 256 B-512 KiB at 14 threads: 1.5x
- * the peak RSS). */
-static spry_page_t *span_resident(spry_heap_t *heap, unsigned slices) {
-    if (++heap->hot_misses >= 64) {
-        heap->hot_misses /= 2;
-        heap->hot_pushes /= 2;
-    }
-    spry_page_t *page = spry_span_alloc_resident(heap, slices);
-    if (page) return span_setup(page);
-    /* a miss for every second span the cache took, or more */
-    if (2 * heap->hot_misses > heap->hot_pushes) spry_large_hot_flush(heap);
-    return NULL;
-}
-
 /* Blocks above 256 KiB, and blocks aligned above 64 KiB: a span each,
  * usable size rounded to the size class (the span's tail beyond it is never
  * touched, so never resident). Spans are taken hot-first (spry_span_alloc),
@@ -129,7 +99,6 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
      * in between, may have brought large pages back.) */
     spry_page_t *page = hot_pop(heap, slices, align);
     if (!page && slices + 1 < SPRY_SPAN_CACHE_SLOTS) page = hot_pop(heap, slices + 1, align);
-    if (!page && align == 1 && heap->hot_bytes) page = span_resident(heap, slices);
     if (page) return spry_large_reuse(heap, page, usable);
     /* spans start on 64 KiB slices: a larger alignment is a slice multiple */
     unsigned step = align > SPRY_SLICE_SIZE ? (unsigned)(align >> SPRY_SLICE_SHIFT) : 1;

@@ -100,7 +100,6 @@ static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
     heap->hot[s] = page;
     heap->hot_count[s]++;
     heap->hot_bytes += bytes;
-    heap->hot_pushes++;
     return true;
 }
 

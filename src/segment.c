@@ -179,7 +179,7 @@ static void cache_flush(spry_heap_t *heap, bool all) {
     }
 }
 
-static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step, bool fresh) {
+spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) {
     spry_lock(&heap->lock);
     /* A cached span serves an aligned request only if it starts aligned. */
     spry_page_t **link = &heap->span_cache[slices];
@@ -216,10 +216,6 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
     }
-    if (at < 0 && !fresh) {
-        spry_unlock(&heap->lock);
-        return NULL;
-    }
     if (at < 0)
         for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
@@ -241,14 +237,6 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
     page->is_zero = was_dirty == 0;
     page->heap = heap;
     return page;
-}
-
-spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) {
-    return span_alloc(heap, slices, step, true);
-}
-
-spry_page_t *spry_span_alloc_resident(spry_heap_t *heap, unsigned slices) {
-    return span_alloc(heap, slices, 1, false);
 }
 
 /* Gives the slices of a span after its first `keep` back (free, dirty).

@@ -14,9 +14,6 @@
  * slices + step <= SPRY_SLICES always fits a segment. NULL when out of
  * memory. */
 spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step);
-/* The same, step 1, only from memory that may still be resident (the span
- * cache, free slices once used): NULL where the span would be fresh. */
-spry_page_t *spry_span_alloc_resident(spry_heap_t *heap, unsigned slices);
 /* Gives the page's slices back to its segment; memory purged later. */
 void spry_span_free(spry_heap_t *heap, spry_page_t *page);
 /* `bytes` when there are no more live heaps than CPUs the process may use,

@@ -313,9 +313,6 @@ typedef struct spry_heap {
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
-    /* spans the hot cache took, and mallocs that found none of their size
-     * there (both halved now and then: large.c, span_resident) */
-    uint32_t hot_pushes, hot_misses;
     /* OS pages past live growable large blocks left resident (large.c),
      * and how many may be (refreshed on slow paths) */
     uint32_t tail_pages, tail_limit;
