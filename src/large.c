@@ -71,11 +71,10 @@ static void *large_alloc_growable(spry_heap_t *heap, size_t n) {
         page = span_take(heap, slices, 1);
         if (!page) return NULL;
     }
-    size_t keep = (usable + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1);
-    uint32_t tail = (uint32_t)(((size_t)slices * SPRY_SLICE_SIZE - keep) / SPRY_OS_PAGE);
-    if (page->is_zero) tail = 0;
-    else if (tail && heap->tail_pages + tail > heap->tail_limit) {
-        spry_os_purge(page->start + keep, (size_t)tail * SPRY_OS_PAGE);
+    uint32_t tail = page->is_zero ? 0 : spry_large_tail_of(slices, usable);
+    if (tail && heap->tail_pages + tail > heap->tail_limit) {
+        spry_os_purge(page->start + (size_t)slices * SPRY_SLICE_SIZE - (size_t)tail * SPRY_OS_PAGE,
+                      (size_t)tail * SPRY_OS_PAGE);
         spry_stat_add(&spry_stat.purged_total, (size_t)tail * SPRY_OS_PAGE);
         spry_stat_add(&spry_stat.purges, 1);
         tail = 0;

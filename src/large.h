@@ -38,6 +38,13 @@ static inline void spry_large_tail_forget(spry_heap_t *heap, spry_page_t *page) 
     page->tail_pages = 0;
 }
 
+/* OS pages of a span of `slices` slices past a block of `usable` bytes
+ * at its start: the block's resident tail once the span was in use. */
+static inline uint32_t spry_large_tail_of(unsigned slices, size_t usable) {
+    size_t keep = (usable + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1);
+    return (uint32_t)(((size_t)slices * SPRY_SLICE_SIZE - keep) / SPRY_OS_PAGE);
+}
+
 /* The large page's block was resized in place by realloc (had_slices: the
  * span's length before). Grown within its span, the block covers part of
  * the tail: what is left past it stays counted (forgotten whole, a string
@@ -48,9 +55,8 @@ static inline void spry_large_tail_forget(spry_heap_t *heap, spry_page_t *page) 
 static inline void spry_large_tail_resized(spry_heap_t *heap, spry_page_t *page, unsigned had_slices) {
     uint32_t left = 0;
     if (page->slice_count == had_slices) {
-        size_t keep = (page->block_size + SPRY_OS_PAGE - 1) & ~(size_t)(SPRY_OS_PAGE - 1);
-        size_t past = ((size_t)had_slices * SPRY_SLICE_SIZE - keep) / SPRY_OS_PAGE;
-        left = past < page->tail_pages ? (uint32_t)past : page->tail_pages;
+        uint32_t past = spry_large_tail_of(had_slices, page->block_size);
+        left = past < page->tail_pages ? past : page->tail_pages;
     }
     heap->tail_pages -= page->tail_pages - left;
     page->tail_pages = (uint8_t)left;
