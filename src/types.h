@@ -178,16 +178,19 @@ typedef struct spry_page {
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
+    uint8_t *carve_end;          /* class pages: start + capacity blocks; the
+                                    owner's frees of a pointer at or past it
+                                    are reported, not taken (a stale pointer
+                                    into a page taken again after a purge).
+                                    In this line, which every free reads for
+                                    the key: the owner's frees into the block
+                                    cache read no other line of the page     */
     /* owner thread only, on its every call */
     _Alignas(64) spry_block_t *free; /* blocks to hand out next              */
     spry_block_t *local_free;    /* remote frees collected, not yet merged   */
     uint32_t used;               /* blocks out, including remote-freed ones
                                     not collected yet                         */
     struct spry_page *next, *prev;  /* queue links (owner)                    */
-    uint8_t *carve_end;          /* class pages: start + capacity blocks; the
-                                    owner's frees of a pointer at or past it
-                                    are reported, not taken (a stale pointer
-                                    into a page taken again after a purge)   */
     /* pushed by other threads */
     _Alignas(64) _Atomic(uintptr_t) xfree; /* remote frees: list | count |
                                     SPRY_XFREE_* flags (pushers CAS, the
