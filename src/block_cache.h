@@ -83,17 +83,34 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
  * (then spry_bcache_push_over). Reads only the page's first cache line. */
 static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     spry_block_cache_t *bc = &heap->bcache[page->class_idx];
-    /* count first, check the sign, undo when over (rare): two
-     * read-modify-writes and two branches */
-    if (spry_unlikely(--bc->room < 0)) { bc->room++; return false; }
-    if (spry_unlikely((heap->bcache_room -= (ptrdiff_t)page->block_size) < 0)) {
-        heap->bcache_room += (ptrdiff_t)page->block_size;
-        bc->room++;
-        return false;
-    }
+    ptrdiff_t size = (ptrdiff_t)page->block_size;
+#if defined(__x86_64__)
+    /* Both bounds compared in memory, then both counted in memory: six
+     * instructions. Whichever way the C below is written, the compiler
+     * loads both counts, keeps them for the undo or the store, and spends
+     * ten. (The empty asm keeps the stack's address in one register, for
+     * the asm and the links alike; else it is computed twice.) */
+    __asm__("" : "+r"(bc));
+    __asm__ goto("cmpw $0, %[room]\n\t"
+                 "jle %l[over]\n\t"
+                 "cmpq %[size], %[heap_room]\n\t"
+                 "jl %l[over]\n\t"
+                 "subw $1, %[room]\n\t"
+                 "subq %[size], %[heap_room]"
+                 : : [room] "m"(bc->room), [heap_room] "m"(heap->bcache_room), [size] "r"(size)
+                 : "memory", "cc" : over);
+#else
+    if (spry_unlikely(bc->room <= 0 || heap->bcache_room < size)) return false;
+    bc->room--;
+    heap->bcache_room -= size;
+#endif
     b->next = bc->top;
     bc->top = b;
     return true;
+#if defined(__x86_64__)
+over:
+    return false;
+#endif
 }
 
 /* The scavenger, in two steps. Without the guard, each purge pass: true
