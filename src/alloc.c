@@ -145,7 +145,7 @@ static __attribute__((noinline)) void *realloc_to_tiny(spry_page_t *page, void *
         spry_block_mark_free(p, page);
         spry_page_push(page, p);
     } else {
-        spry_free_cached(p, page);
+        spry_free_cached_inline(p, page, mine);
     }
     return q;
 }

@@ -3,6 +3,9 @@
  *
  *   malloc(n) ── n <= 1 KiB and the class page has a free block ──> pop,
  *        │       clear the free marker, done
+ *        ├── 1 KiB < n <= 256 KiB, the block cache has one ──> pop it,
+ *        │       inside the heap's guard (guard.h), done; else
+ *        │       ──> spry_heap_malloc_sized (heap.c, noinline)
  *        └── otherwise ──> spry_heap_malloc (heap.c, noinline)
  *   free(p) ── p in a spry segment, page owned by this thread's heap,
  *        │     page not full, not 8-byte blocks ──> push on page->free,
@@ -11,18 +14,28 @@
  *        ├── past the page's carved blocks ──> spry_free_slow (reported)
  *        ├── used reached 0 ──> spry_page_empty (queue.c)
  *        ├── its own page of 8-byte blocks ──> spry_free_tiny (free.c)
- *        ├── its own full page, or blocks above 1 KiB ──> spry_free_cached
+ *        ├── its own full page, or blocks above 1 KiB ──> marker and
+ *        │     carved end checked as above, pushed on the block cache
+ *        │     inside the guard (block_cache.h); over its bounds, a full
+ *        │     page of 1 KiB blocks or less, or the guard taken
+ *        │                  ──> spry_free_cached_slow (free.c)
  *        ├── other owner / large / huge / class blocks above 128 KiB
  *        │                  ──> spry_free_slow
  *        └── NULL, foreign, >= 4 MiB-aligned huge ──> spry_free_special
  *
- * No lock, no atomic read-modify-write, no syscall on either fast path. */
+ * No lock, no atomic read-modify-write, no syscall on either fast path.
+ * The paths above 1 KiB are inline too: behind calls, a malloc+free pair of
+ * 1-4 KiB took 92 instructions (callgrind), inline 84 (tcmalloc 82); the
+ * paths of 1 KiB or less are the same instructions as before. */
 #ifndef SPRY_ALLOC_FAST_H
 #define SPRY_ALLOC_FAST_H
 
 #include "types.h"
 #include "heap.h"
 #include "queue.h"
+#include "guard.h"
+#include "block_cache.h"
+#include "sizeclass.h"
 
 /* The calls below take their arguments in the registers free holds them
  * in (p, page, mine), but spry_free_slow, whose callee free_checked keeps
@@ -34,9 +47,6 @@ void spry_free_double(void *p);
 /* The owner frees an 8-byte block of a page that is not full (key TINY, not
  * FULL); the pointer is checked. */
 void spry_free_tiny(void *p, spry_page_t *page);
-/* The owner frees a block of a page keyed CACHED or FULL (not TINY): into
- * the block cache. */
-void spry_free_cached(void *p, spry_page_t *page);
 
 static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) {
     spry_heap_t *heap = spry_tls_heap;
@@ -49,8 +59,42 @@ static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) 
             spry_block_mark_live(b);
             return b;
         }
+    } else if (spry_likely(n <= SPRY_PAGED_MAX)) {
+        if (spry_likely(spry_heap_try_enter(heap))) {
+            void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
+            spry_heap_leave(heap);
+            if (spry_likely(b != NULL)) return b;
+        }
+        return spry_heap_malloc_sized(n, heap);
     }
     return spry_heap_malloc(n, heap);
+}
+
+/* spry_free_cached_inline's rarer cases (see the picture above); p is
+ * marked free already. */
+void spry_free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p);
+/* Marks p freed and pushes it on the caller's block cache. */
+static inline __attribute__((always_inline)) void spry_free_into_cache(spry_page_t *page, void *p) {
+    spry_block_mark_free(p, page);
+    spry_heap_t *heap = spry_tls_heap;
+    if (spry_likely(spry_heap_try_enter(heap))) {
+        bool kept = spry_bcache_push(heap, page, p);
+        spry_heap_leave(heap);
+        if (spry_likely(kept)) return;
+    }
+    spry_free_cached_slow(heap, page, p);
+}
+
+/* The owner's free of a block of a page keyed CACHED or FULL (not TINY;
+ * `mine`: those flags): into the block cache. Not checked for a block
+ * start, like the fast path's frees. */
+static inline __attribute__((always_inline)) void spry_free_cached_inline(void *p, spry_page_t *page,
+                                                                          uintptr_t mine) {
+    /* no TINY: blocks of 16 B or more, which carry the free marker */
+    if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
+    /* past the carved blocks: reported there (see the fast path) */
+    if (spry_unlikely((uint8_t *)p >= page->carve_end)) { spry_free_slow(page, p, mine); return; }
+    spry_free_into_cache(page, p);
 }
 
 static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
@@ -68,7 +112,7 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */
     if (spry_unlikely(mine != 0)) {
         if (mine == SPRY_KEY_TINY) spry_free_tiny(p, page);
-        else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached(p, page);
+        else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached_inline(p, page, mine);
         else spry_free_slow(page, p, mine);
         return;
     }

@@ -117,10 +117,11 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
     spry_report_error("free", "invalid pointer", p);
 }
 
-/* spry_free_cached's rarer cases: blocks of full pages of 1 KiB blocks or
- * less, over the cache's bounds, or while the heap's caches are being
- * collected (guard.h). */
-static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p) {
+/* The cached frees' rarer cases (spry_free_cached_inline, alloc_fast.h):
+ * blocks of full pages of 1 KiB blocks or less, over the
+ * cache's bounds, or while the heap's caches are being collected
+ * (guard.h). */
+void spry_free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p) {
     if (spry_unlikely(heap == &spry_empty_heap)) {
         /* no heap yet, and the page's key is this thread's pointer: a heap
          * a dead thread left keyed to it, which this thread takes over
@@ -145,19 +146,6 @@ static __attribute__((noinline)) void free_cached_slow(spry_heap_t *heap, spry_p
     spry_heap_leave(heap);
 }
 
-/* Marks p freed and pushes it into the caller's block cache; inline in both
- * callers, so that each stays without a frame. */
-static inline __attribute__((always_inline)) void free_into_cache(spry_page_t *page, void *p) {
-    spry_block_mark_free(p, page);
-    spry_heap_t *heap = spry_tls_heap;
-    if (spry_likely(spry_heap_try_enter(heap))) {
-        bool kept = spry_bcache_push(heap, page, p);
-        spry_heap_leave(heap);
-        if (spry_likely(kept)) return;
-    }
-    free_cached_slow(heap, page, p);
-}
-
 /* The owner's block of a class page above 128 KiB (key CACHED and SLOW,
  * page.c): checked for a block start first. */
 static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, void *p) {
@@ -166,20 +154,7 @@ static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, voi
         return;
     }
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
-    free_into_cache(page, p);
-}
-
-/* The owner's free of a block above 1 KiB (CACHED) or into its full class
- * page: into the block cache (blocks of 1 KiB or less back to their pages:
- * free_cached_slow). Not checked for a block start, like the fast path's frees.
- * Apart from spry_free_slow, with no frame: 4,000-byte pairs took 98
- * instructions through it, tcmalloc's 78. */
-void spry_free_cached(void *p, spry_page_t *page) {
-    /* no TINY: blocks of 16 B or more, which carry the free marker */
-    if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
-    /* past the carved blocks: reported there (see the fast path) */
-    if (spry_unlikely((uint8_t *)p >= page->carve_end)) { free_checked(page, p, spry_key_get(page)); return; }
-    free_into_cache(page, p);
+    spry_free_into_cache(page, p);
 }
 
 /* The owner's large block (one per span, key SLOW): its start, not freed

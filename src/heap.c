@@ -125,7 +125,7 @@ static __attribute__((noinline)) void *heap_malloc_queued(size_t n, spry_heap_t 
  * the fast path on the class's page, or for a large block the hot cache's
  * span of its size (freed last), else the slow path. (The empty heap's
  * queues and caches are empty: a new thread falls through.) */
-static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *heap) {
+__attribute__((noinline)) void *spry_heap_malloc_sized(size_t n, spry_heap_t *heap) {
     void *p = NULL;
     if (spry_likely(spry_heap_try_enter(heap))) {
         if (spry_likely(n <= SPRY_PAGED_MAX)) {
@@ -150,7 +150,9 @@ static __attribute__((noinline)) void *heap_malloc_sized(size_t n, spry_heap_t *
  * up: 8-byte blocks, and the block cache's top for sizes between the direct
  * table and the large blocks (above 1 KiB every block the owner frees goes
  * there, so its top is the block freed last, still in cache; about 20
- * instructions fewer a malloc). Smaller classes are never cached. */
+ * instructions fewer a malloc). Smaller classes are never cached. malloc
+ * itself pops the cache inline (alloc_fast.h); this serves the other
+ * callers (realloc, aligned requests, calloc's large blocks). */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
     if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX) && spry_heap_try_enter(heap)) {
@@ -158,7 +160,7 @@ void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
         spry_heap_leave(heap);
         if (spry_likely(b != NULL)) return b;
     }
-    return heap_malloc_sized(n, heap);
+    return spry_heap_malloc_sized(n, heap);
 }
 
 /* Alignment by choice of size, never by offset inside a block, so that every

@@ -8,6 +8,9 @@
 /* malloc's slow path: first call of a thread, empty page, or n > SMALL_MAX.
  * n <= SPRY_ALLOC_MAX is not assumed. NULL + ENOMEM on failure. */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap);
+/* The same for 1 KiB < n <= SPRY_LARGE_MAX once the block cache had no
+ * block of n's class (or its guard was taken). */
+void *spry_heap_malloc_sized(size_t n, spry_heap_t *heap);
 /* An 8-byte block (class 0: never in direct[], see page.h). */
 void *spry_heap_malloc_tiny(spry_heap_t *heap);
 /* A block of n bytes (n <= SPRY_LARGE_MAX) in a span of slices of its own,
