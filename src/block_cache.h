@@ -28,7 +28,7 @@
  * off the fast paths, cost more than the flips it saved (16-128 B, 4,096
  * live: 5.6 k page flips per million calls against 112 k cached frees and
  * pops). The owner's frees into their full pages never reach the cache
- * (free.c, free_cached_slow).
+ * (free.c, spry_free_cached_slow).
  *
  * Bounds: per class a count (1 MiB worth, 16 to 256 blocks: more small
  * blocks would pin too many pages); per heap half the bytes its pages

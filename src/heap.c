@@ -151,8 +151,9 @@ __attribute__((noinline)) void *spry_heap_malloc_sized(size_t n, spry_heap_t *he
  * table and the large blocks (above 1 KiB every block the owner frees goes
  * there, so its top is the block freed last, still in cache; about 20
  * instructions fewer a malloc). Smaller classes are never cached. malloc
- * itself pops the cache inline (alloc_fast.h); this serves the other
- * callers (realloc, aligned requests, calloc's large blocks). */
+ * pops the cache inline (alloc_fast.h) and comes here for the other
+ * sizes; the cache's pop here is for the aligned requests, which come
+ * with sizes of the classes (spry_heap_malloc_aligned). */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
     if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX) && spry_heap_try_enter(heap)) {
