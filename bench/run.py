@@ -419,20 +419,29 @@ def plan(mode, server_threads, notes, churn_seconds=None):
                       "%s." % "; ".join("about %d live blocks (~%d MiB), %d steps" % (
                           live, live * 594 // (1 << 20), ops) for live, ops in mixed_cells)]
 
-    large_cells = [(1, 1000), (4, 250)] if quick else [(1, 10_000), (4, 2_500), (16, 625)]
-    lo, hi, live = 256 << 10, 32 << 20, 4
-    for t, ops in large_cells:
-        cells.append(Cell("large", "threads=%d ops=%d" % (t, ops),
+    # (threads, steps per thread, smallest, largest, live per thread): the
+    # issue's loop of 256 KiB-32 MiB, and a wider one of 2-64 MiB at 8 live,
+    # where holes left by freed blocks are seldom the size of the next.
+    wide = (2 << 20, 64 << 20, 8)
+    large_cells = ([(1, 1000, 256 << 10, 32 << 20, 4), (4, 250, 256 << 10, 32 << 20, 4),
+                    (1, 1000) + wide] if quick else
+                   [(1, 10_000, 256 << 10, 32 << 20, 4), (4, 2_500, 256 << 10, 32 << 20, 4),
+                    (16, 625, 256 << 10, 32 << 20, 4), (1, 3_000) + wide, (4, 750) + wide])
+    for t, ops, lo, hi, live in large_cells:
+        label = "threads=%d ops=%d" % (t, ops)
+        if (lo, hi) != (256 << 10, 32 << 20):
+            label += " band=%s live=%d" % (band_label(lo, hi), live)
+        mean_mib = (hi - lo) / math.log(hi / lo) / (1 << 20)
+        cells.append(Cell("large", label,
                           {"threads": t, "live": live, "ops": ops, "min": lo, "max": hi,
                            "dist": "log", "touch": "pages", "seed": SEED},
                           "large", ["--threads", t, "--live", live, "--ops", ops, "--min", lo,
                                     "--max", hi, "--seed", SEED],
-                          # ~6.5 MiB per malloc, half the steps; about 0.3 s per GiB faulted.
-                          est=0.3 * t * ops / 2 * 6.5 / 1024 + 0.05))
-    notes["large"] = ["Blocks of %s-%s, log-uniform (mean ~6.5 MiB), every page written and "
-                      "checked; about %d live per thread; steps per thread: %s." % (
-                          short_size(lo), short_size(hi), live,
-                          ", ".join("%d at %d thread(s)" % (ops, t) for t, ops in large_cells))]
+                          # half the steps malloc; about 0.3 s per GiB faulted.
+                          est=0.3 * t * ops / 2 * mean_mib / 1024 + 0.05))
+    notes["large"] = ["Blocks log-uniform in a band, every page written and checked: %s." % "; ".join(
+        "%s, about %d live per thread, %d steps at %d thread(s)" % (band_label(lo, hi), live, ops, t)
+        for t, ops, lo, hi, live in large_cells)]
 
     cells += pascal_cells(mode, notes)
 

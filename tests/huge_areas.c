@@ -5,6 +5,8 @@
  *    faults in almost none of its pages (issue 8's large-block loop: the
  *    chunk runs purged a reused run's tail at once and the next, bigger
  *    block faulted it back);
+ *  - a block takes resident free granules before purged ones that fit it
+ *    better;
  *  - realloc shrinks in place and the tail serves another block; grows in
  *    place into free granules, moves with its contents when they are taken;
  *  - a pointer inside a block, or freed twice, is reported and ignored;
@@ -88,6 +90,46 @@ static void test_reuse_without_faults(void) {
            faults, pages);
 }
 
+/* A block goes where free granules are still resident, even when a run
+ * of clean ones (purged) would fit it exactly: best fit alone took the
+ * clean run, and the block faulted in every page while the resident run
+ * waited for the purge. With
+ * `gap` 3 MiB the blocks between are huge blocks too, and the clean and
+ * the resident granules are two runs; with 1 MiB they are large blocks
+ * elsewhere, the two coalesce, and the resident granules lie in the
+ * middle of one run whose head is clean. */
+static void resident_first(size_t gap) {
+    spry_trim();
+    unsigned char *a = spry_malloc(4 * MiB), *b = spry_malloc(gap);
+    unsigned char *c = spry_malloc(12 * MiB), *d = spry_malloc(gap);
+    CHECK(a && b && c && d);
+    touch(a, 4 * MiB, 40);
+    touch(c, 12 * MiB, 42);
+    spry_free(a);
+    spry_trim();                          /* a's granules: free and clean */
+    spry_free(c);                         /* c's: free and resident */
+    long f0 = minor_faults();
+    unsigned char *p = spry_malloc(4 * MiB);
+    CHECK(p != NULL);
+    touch(p, 4 * MiB, 43);
+    long faults = minor_faults() - f0;
+    size_t pages = 4 * MiB / 4096;
+    printf("huge_areas: a block beside a clean exact fit (blocks between: %zu KiB) faulted %ld of %zu pages\n",
+           gap / KiB, faults, pages);
+    CHECKF((size_t)faults * 20 < pages,
+           "a 4 MiB block faulted %ld of its %zu pages while 12 MiB of freed granules were "
+           "resident (want < 5%%: it took the purged granules)", faults, pages);
+    check_touch(p, 4 * MiB, 43);
+    spry_free(p);
+    spry_free(b);
+    spry_free(d);
+}
+
+static void test_resident_first(void) {
+    resident_first(3 * MiB);
+    resident_first(MiB);
+}
+
 static void test_realloc(void) {
     unsigned char *p = spry_malloc(20 * MiB);
     CHECK(p != NULL);
@@ -158,6 +200,7 @@ static void test_trim(void) {
 int main(void) {
     test_granularity();
     test_reuse_without_faults();
+    test_resident_first();
     test_realloc();
     test_bad_frees();
     test_trim();

@@ -236,8 +236,11 @@ def case_plan(tmp):
     check(mixed and all(c.params["live"] >= 100_000 for c in mixed),
           "mixed sizes with a live set of 100k blocks or more")
     large = [c for c in cells if c.test == "large"]
-    check(large and all(c.params["min"] == 256 << 10 and c.params["max"] == 32 << 20 for c in large),
-          "the large-block loop spans 256 KiB-32 MiB")
+    check(sorted(c.params["threads"] for c in large
+                 if (c.params["min"], c.params["max"]) == (256 << 10, 32 << 20)) == [1, 4],
+          "the large-block loop spans 256 KiB-32 MiB at 1 and 4 threads")
+    check(any((c.params["min"], c.params["max"]) == (2 << 20, 64 << 20) for c in large),
+          "and a wider band of 2-64 MiB")
     n_alloc = len(suite.ALLOCATORS)
     est = sum(c.est * (1 if c.only else n_alloc) for c in cells)
     check(est < 450, "quick plan estimate %.0f s for 5 allocators leaves room under 600 s" % est)
