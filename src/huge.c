@@ -6,10 +6,10 @@
  * (a loop of 256 KiB-32 MiB blocks took 4x tcmalloc's time that way, four
  * page faults for each of its one). So blocks up to SPRY_AREA_BLOCK_MAX take
  * whole 64 KiB granules of 256 MiB areas, tcmalloc's page heap at a coarser
- * grain: the free run (a bitmap: freeing coalesces by itself) and the
- * place in it where the block covers the most resident granules, best fit
- * among runs as good (area_find), and freed granules stay resident
- * (dirty) for the next block. They go back to the
+ * grain: the free run (a bitmap: freeing coalesces by itself) whose end
+ * holds the most resident granules, best fit among runs as good
+ * (area_find), and freed granules stay resident (dirty) for the next
+ * block. They go back to the
  * kernel when they stayed free for a purge delay, or at once beyond the
  * budget (a share of what huge blocks use), oldest first.
  *
@@ -173,58 +173,56 @@ static void area_return(spry_area_t *a) {
     a->base = NULL;
 }
 
-/* Where in the free run [at, at + len) n granules cover the most resident
- * (dirty) ones: at the start of one of its resident stretches, or ending
- * where one ends (moved to fit in the run); the run's head when it holds
- * none. Returns how many they cover, the place in *where. */
-static size_t run_place(const spry_area_t *a, size_t at, size_t len, size_t n, size_t *where) {
-    size_t best = 0, last = at + len - n, j = at, dlen;
-    *where = at;
-    for (size_t ds; (ds = run_next(a, RUN_DIRTY, &j, &dlen)) < at + len;) {
-        size_t from = ds < last ? ds : last;
-        size_t to = ds + dlen >= at + n ? ds + dlen - n : at;
-        if (to > last) to = last;
-        size_t cf = spry_bits_count(a->dirty, from, n), ct = spry_bits_count(a->dirty, to, n);
-        if (cf > best) { best = cf; *where = from; }
-        if (ct > best) { best = ct; *where = to; }
-        if (best == n) break;
-    }
-    return best;
+/* Whether any free granule of `a` may be resident (64 words). */
+static bool area_has_free_dirty(const spry_area_t *a) {
+    for (size_t w = 0; w < WORDS; w++)
+        if (a->free[w] & a->dirty[w]) return true;
+    return false;
 }
 
-/* Where n granules go, over every area: the free run where they can cover
- * the most resident (dirty) granules (run_place); among runs as good, the
- * shortest (best fit), the lowest on a tie. Best fit alone took a purged
- * run that fit exactly while a resident run waited beside it for the
- * purge, and put a block at a run's head when the resident granules were
- * in its middle (a purged block's granules coalesced with them): every
- * page faulted in again (test huge_areas: 1,024 of 1,024 pages, now 0;
- * blocks of 2-64 MiB, 8 live, 1,000 steps: 0.20 s and 528 MB peak RSS,
- * now 0.14 s and 370 MB, README). The loop of 256 KiB-32 MiB found
- * resident runs either way: 40 alternating runs at 4 threads gave the
- * same faults, peak RSS and time within 1-2% (their noise), and one
- * thread the same faults to the page. The scan no longer stops at the
- * first exact fit, only at an exact fit all resident. The price:
- * a resident run that is not the best fit is cut in two, and a larger
- * block later may find no run long enough; resident granules go back to
- * the kernel at the purge delay anyway, where a clean run fit the block
- * that now took resident ones. */
-static spry_area_t *area_find(size_t n, size_t *at_out) {
+/* Where n granules go, over every area: the free run whose head or tail
+ * holds the most resident (dirty) granules, at that end; among runs as
+ * resident, the shortest (best fit), the lowest on a tie. Best fit alone
+ * took a purged run that fit exactly while a resident run waited for the
+ * purge, and faulted every page in again (test huge_areas: 1,024 of 1,024
+ * pages, now 0; blocks of 2-64 MiB, 8 live, one thread, 1,000 steps:
+ * 12-30% less peak RSS and faults on 6 of 7 seeds, 9% more on one, README).
+ * Only a run's ends: a block put where resident granules lie inside a run
+ * cut it in two, and a 64 MiB block then found no run long enough in an
+ * area that had one (a review: ENOMEM under an address-space limit; the
+ * loop above gained nothing more from it). Areas without free resident
+ * granules keep plain best fit and its stop at the first exact fit: the
+ * counts cost 5-15x the search's time on 2,000-6,000 free runs (a
+ * review), under the lock every huge block takes (counted a word at a
+ * time since: 4x). Under an address-space limit, where a run cut short
+ * can mean ENOMEM, every area keeps plain best fit (`resident` false), as
+ * growing blocks do there: 16 vectors grown by realloc to 48 MiB under
+ * 1 GB failed 2,130 times in 3,000 steps, 1,775 with best fit. */
+static spry_area_t *area_find(size_t n, size_t *at_out, bool resident) {
     spry_area_t *best = NULL;
     size_t best_len = SIZE_MAX, best_at = 0, best_dirty = 0;
+    bool any_dirty = resident && area_free_dirty != 0;
     for (unsigned s = 0; s < area_slots_used; s++) {
         spry_area_t *a = atomic_load_explicit(&areas[s], memory_order_relaxed);
         if (!a->base || a->free_granules < n) continue;
+        bool count = any_dirty && area_has_free_dirty(a);
         size_t i = 0, len;
         for (size_t at; (at = run_next(a, RUN_FREE, &i, &len)) < GRANULES;) {
             if (len < n) continue;
-            size_t where, dirty = run_place(a, at, len, n, &where);
+            size_t head = 0, tail = 0;
+            if (count) {
+                head = spry_bits_count(a->dirty, at, n);
+                tail = spry_bits_count(a->dirty, at + len - n, n);
+            }
+            size_t dirty = head >= tail ? head : tail;
             if (dirty < best_dirty || (dirty == best_dirty && len >= best_len)) continue;
             best = a;
             best_len = len;
             best_dirty = dirty;
-            best_at = where;
-            if (dirty == n && len == n) goto found;      /* none better */
+            best_at = head >= tail ? at : at + len - n;
+            /* nothing better: an exact fit, resident wholly or with no
+             * resident granule left to look for */
+            if (len == n && (dirty == n || !any_dirty)) goto found;
         }
     }
     if (!best) return NULL;
@@ -352,10 +350,11 @@ static void areas_trim_over_budget(void) {
 static void *area_alloc(size_t size, bool zero, bool grows) {
     size_t n = (size + GRAN_SIZE - 1) >> GRAN_SHIFT;
     size_t at;
-    if (grows && spry_os_address_limited()) grows = false;
+    bool limited = spry_os_address_limited();
+    if (limited) grows = false;
     spry_lock(&area_lock);
     spry_area_t *a = grows ? area_find_room(n, &at) : NULL;
-    if (!a) a = area_find(n, &at);
+    if (!a) a = area_find(n, &at, !limited);
     if (!a) {
         a = area_create();
         if (!a) { spry_unlock(&area_lock); return NULL; }
