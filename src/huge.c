@@ -180,6 +180,13 @@ static bool area_has_free_dirty(const spry_area_t *a) {
     return false;
 }
 
+/* A free run found for a block: its area, length, the block's place (the
+ * run's end holding more resident granules) and how many they cover. */
+typedef struct area_pick {
+    spry_area_t *area;
+    size_t len, at, dirty;
+} area_pick_t;
+
 /* Where n granules go, over every area: the free run whose head or tail
  * holds the most resident (dirty) granules, at that end; among runs as
  * resident, the shortest (best fit), the lowest on a tie. Best fit alone
@@ -190,18 +197,19 @@ static bool area_has_free_dirty(const spry_area_t *a) {
  * Only a run's ends: a block put where resident granules lie inside a run
  * cut it in two, and a 64 MiB block then found no run long enough in an
  * area that had one (a review: ENOMEM under an address-space limit; the
- * loop above gained nothing more from it). Areas without free resident
- * granules keep plain best fit and its stop at the first exact fit: the
- * counts cost 5-15x the search's time on 2,000-6,000 free runs (a
- * review), under the lock every huge block takes (counted a word at a
- * time since: 4x). Under an address-space limit, where a run cut short
- * can mean ENOMEM, every area keeps plain best fit (`resident` false), as
- * growing blocks do there: 16 vectors grown by realloc to 48 MiB under
- * 1 GB failed 2,130 times in 3,000 steps, 1,775 with best fit. */
-static spry_area_t *area_find(size_t n, size_t *at_out, bool resident) {
-    spry_area_t *best = NULL;
-    size_t best_len = SIZE_MAX, best_at = 0, best_dirty = 0;
-    bool any_dirty = resident && area_free_dirty != 0;
+ * loop above gained nothing more from it). Under such a limit, where a
+ * run cut short can mean ENOMEM, the best fit stays the choice, as for
+ * growing blocks: 16 vectors grown by realloc to 48 MiB under 1 GB failed
+ * 2,130 times in 3,000 steps, 1,775 with best fit. The limit is asked
+ * only when the two choices differ (a system call each time: 300-500 ns
+ * on a loop of blocks that reuse resident runs, where they agree). Where
+ * no free granule is resident the search stops at the first exact fit,
+ * as best fit did, and areas without one skip the counts: they cost 5-15x
+ * the search's time on 2,000-6,000 free runs (a review), under the lock
+ * every huge block takes (counted a word at a time since: 3x). */
+static spry_area_t *area_find(size_t n, size_t *at_out) {
+    area_pick_t fit = {NULL, SIZE_MAX, 0, 0}, res = fit, pick;
+    bool any_dirty = area_free_dirty != 0;
     for (unsigned s = 0; s < area_slots_used; s++) {
         spry_area_t *a = atomic_load_explicit(&areas[s], memory_order_relaxed);
         if (!a->base || a->free_granules < n) continue;
@@ -214,21 +222,19 @@ static spry_area_t *area_find(size_t n, size_t *at_out, bool resident) {
                 head = spry_bits_count(a->dirty, at, n);
                 tail = spry_bits_count(a->dirty, at + len - n, n);
             }
-            size_t dirty = head >= tail ? head : tail;
-            if (dirty < best_dirty || (dirty == best_dirty && len >= best_len)) continue;
-            best = a;
-            best_len = len;
-            best_dirty = dirty;
-            best_at = head >= tail ? at : at + len - n;
-            /* nothing better: an exact fit, resident wholly or with no
-             * resident granule left to look for */
-            if (len == n && (dirty == n || !any_dirty)) goto found;
+            area_pick_t here = {a, len, head >= tail ? at : at + len - n, head >= tail ? head : tail};
+            /* an exact fit, wholly resident or with no resident granule
+             * anywhere: the best either way */
+            if (len == n && (here.dirty == n || !any_dirty)) { pick = here; goto found; }
+            if (len < fit.len) fit = here;
+            if (here.dirty > res.dirty || (here.dirty == res.dirty && len < res.len)) res = here;
         }
     }
-    if (!best) return NULL;
+    if (!fit.area) return NULL;
+    pick = res.dirty > fit.dirty && !spry_os_address_limited() ? res : fit;
 found:
-    *at_out = best_at;
-    return best;
+    *at_out = pick.at;
+    return pick.area;
 }
 
 /* For a block realloc moved to grow it (area_lock held): the middle of the
@@ -350,11 +356,10 @@ static void areas_trim_over_budget(void) {
 static void *area_alloc(size_t size, bool zero, bool grows) {
     size_t n = (size + GRAN_SIZE - 1) >> GRAN_SHIFT;
     size_t at;
-    bool limited = spry_os_address_limited();
-    if (limited) grows = false;
+    if (grows && spry_os_address_limited()) grows = false;
     spry_lock(&area_lock);
     spry_area_t *a = grows ? area_find_room(n, &at) : NULL;
-    if (!a) a = area_find(n, &at, !limited);
+    if (!a) a = area_find(n, &at);
     if (!a) {
         a = area_create();
         if (!a) { spry_unlock(&area_lock); return NULL; }
