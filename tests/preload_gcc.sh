@@ -2,7 +2,8 @@
 # preload_gcc.sh LIBSPRY PROBE CC INCLUDE_DIR CHECK_PROGRAM -- CFLAGS... -- SOURCES...
 # (CFLAGS: the -std option and spry's SPRY_CFLAGS)
 # The compiler builds spry itself under LD_PRELOAD=libspry.so (every cc1, as
-# and ld served by spry); the library it builds must then work: CHECK_PROGRAM
+# and ld served by spry; with clang, its own processes and ld); the library
+# it builds must then work: CHECK_PROGRAM
 # (stl_heavy) runs with the self-built library preloaded and checks that it
 # is served by it.
 source "$(dirname "$0")/preload_lib.sh" "$1" "$2"
@@ -25,8 +26,13 @@ for src in "$@"; do
 done
 run_preloaded "$CC" -shared -o "$WORK/libspry-selfbuilt.so" "${objs[@]}" -lpthread ||
     fail "linking libspry under spry failed"
-expect_served '/cc1'
-expect_served '(/|-)as'
+if "$CC" --version 2>/dev/null | grep -q clang; then
+    # clang compiles in a clang process (-cc1) and assembles in it too
+    expect_served '/clang[^/]*'
+else
+    expect_served '/cc1'
+    expect_served '(/|-)as'
+fi
 expect_served '(/|-)ld(\.bfd)?'
 echo "compiled ${#objs[@]} files under spry"
 LD_PRELOAD="$WORK/libspry-selfbuilt.so" "$CHECK_PROGRAM" --expect-spry ||

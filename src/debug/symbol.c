@@ -64,6 +64,32 @@ const char *dbg_symbol_function(uintptr_t pc) {
     return m ? dwfl_module_addrname(m, pc - 1) : NULL;
 }
 
+/* file:line of address a in module m, by the CU whose ranges hold it.
+ * libdwfl finds the CU through .debug_aranges, which clang does not emit
+ * unless asked (-gdwarf-aranges) and which libdw before 0.189 does not
+ * build from the CUs itself: a clang-built program's reports had no source
+ * lines. The last CU found is tried first: a report's frames, and a leak
+ * list's stacks, come from few of them. */
+static const char *line_by_units(Dwfl_Module *m, Dwarf_Addr a, int *lineno) {
+    static Dwfl_Module *last_module;
+    static Dwarf_Die last_cu;
+    Dwarf_Addr bias = 0;
+    Dwarf *dw = dwfl_module_getdwarf(m, &bias);
+    if (!dw) return NULL;
+    Dwarf_Addr addr = a - bias;
+    Dwarf_Die cu;
+    bool found = last_module == m && dwarf_haspc(&last_cu, addr) == 1;
+    if (found) cu = last_cu;
+    for (Dwarf_CU *unit = NULL; !found && dwarf_get_units(dw, unit, &unit, NULL, NULL, &cu, NULL) == 0;)
+        found = dwarf_haspc(&cu, addr) == 1;
+    if (!found) return NULL;
+    last_module = m;
+    last_cu = cu;
+    Dwarf_Line *line = dwarf_getsrc_die(&cu, addr);
+    const char *file = line ? dwarf_linesrc(line, NULL, NULL) : NULL;
+    return file && dwarf_lineno(line, lineno) == 0 ? file : NULL;
+}
+
 void dbg_symbol_print(uintptr_t pc) {
     /* a return address is the instruction after the call: look one byte
      * back, into the call, for the right line */
@@ -81,7 +107,8 @@ void dbg_symbol_print(uintptr_t pc) {
     free(demangled);                 /* the core's, untracked (dbg_inside) */
     Dwfl_Line *line = dwfl_module_getsrc(m, a);
     int lineno = 0;
-    const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL)
+                            : line_by_units(m, a, &lineno);
     if (file && lineno > 0) {
         dbg_out_str(" (");
         dbg_out_str(file);
