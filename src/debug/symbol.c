@@ -25,9 +25,14 @@ static const Dwfl_Callbacks callbacks = {
 static Dwfl *dwfl;
 static bool reloaded;                /* modules re-read in this report */
 static pid_t modules_pid;
+/* line_by_units' last compilation unit, kept within one report: a reload
+ * of the modules, or a fork's fresh start, frees what it points to */
+static Dwfl_Module *last_module;
+static Dwarf_Die last_cu;
 
 void dbg_symbol_new_report(void) {
     reloaded = false;
+    last_module = NULL;
     if (dwfl && modules_pid != getpid()) {     /* a forked child: start afresh */
         dwfl_end(dwfl);
         dwfl = NULL;
@@ -41,6 +46,7 @@ static bool modules_load(void) {
     }
     modules_pid = getpid();
     reloaded = true;
+    last_module = NULL;
     dwfl_report_begin(dwfl);
     int r = dwfl_linux_proc_report(dwfl, modules_pid);
     dwfl_report_end(dwfl, NULL, NULL);
@@ -68,11 +74,9 @@ const char *dbg_symbol_function(uintptr_t pc) {
  * libdwfl finds the CU through .debug_aranges, which clang does not emit
  * unless asked (-gdwarf-aranges) and which libdw before 0.189 does not
  * build from the CUs itself: a clang-built program's reports had no source
- * lines. The last CU found is tried first: a report's frames, and a leak
- * list's stacks, come from few of them. */
+ * lines. The last CU found in the report is tried first: a report's
+ * frames, and a leak list's stacks, come from few of them. */
 static const char *line_by_units(Dwfl_Module *m, Dwarf_Addr a, int *lineno) {
-    static Dwfl_Module *last_module;
-    static Dwarf_Die last_cu;
     Dwarf_Addr bias = 0;
     Dwarf *dw = dwfl_module_getdwarf(m, &bias);
     if (!dw) return NULL;
