@@ -92,20 +92,23 @@ static bool seen_again(const spry_bcache_seen_t *seen, const spry_block_t *top, 
     return top && top == seen->top && room == seen->room;
 }
 
-/* The owner may be pushing and popping meanwhile: the loads are atomic
- * (relaxed) so each value is whole, though maybe stale, and the answer may
- * be wrong either way; spry_bcache_scavenge looks again under the guard.
- * ThreadSanitizer is told not to watch them: the owner's stores are plain,
- * on purpose (its paths stay as they are). */
+/* The owner may be pushing and popping meanwhile: the loads are single
+ * aligned loads (volatile: neither split nor merged nor repeated), so each
+ * value is whole, though maybe stale, and the answer may be wrong either
+ * way; spry_bcache_scavenge looks again under the guard. ThreadSanitizer
+ * is told not to watch them: the owner's stores are plain, on purpose (its
+ * paths stay as they are). Not atomic loads: clang instruments those even
+ * in a function it is told not to watch, and its ThreadSanitizer builds
+ * then reported this race. */
 __attribute__((no_sanitize("thread")))
 bool spry_bcache_untouched(spry_heap_t *heap) {
     bool found = false;
     for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
         spry_block_cache_t *bc = &heap->bcache[c];
         spry_bcache_seen_t *seen = &heap->bcache_seen[c];
-        spry_block_t *top = __atomic_load_n(&bc->top, __ATOMIC_RELAXED);
-        int16_t room = __atomic_load_n(&bc->room, __ATOMIC_RELAXED);
-        int limit = __atomic_load_n(&bc->limit, __ATOMIC_RELAXED);
+        spry_block_t *top = *(spry_block_t *volatile *)&bc->top;
+        int16_t room = *(volatile int16_t *)&bc->room;
+        int limit = *(volatile uint16_t *)&bc->limit;
         if (seen_again(seen, top, room) && room < limit - 1) {
             found = true;
         } else {

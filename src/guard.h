@@ -39,8 +39,19 @@ static inline void spry_heap_enter(spry_heap_t *heap) {
 /* The same without waiting, for the paths kept frameless: false (and not
  * entered) while a collection runs; the caller then takes a slower path
  * that waits. */
+/* ThreadSanitizer builds: gcc says so with __SANITIZE_THREAD__, clang only
+ * through __has_feature (without this its builds took the asm path and
+ * reported the guarded accesses as races). */
+#if defined(__SANITIZE_THREAD__)
+#define SPRY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPRY_TSAN 1
+#endif
+#endif
+
 static inline bool spry_heap_try_enter(spry_heap_t *heap) {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(SPRY_TSAN)
     /* The same three steps as below, as three instructions (the compiler
      * makes four of them: a load and a test for the compare). Plain moves
      * are what the relaxed store and the acquire load compile to on x86-64;

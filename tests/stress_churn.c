@@ -230,7 +230,16 @@ int main(int argc, char **argv)
            "%zu thread heaps created for %ld threads of which at most %zu were "
            "alive at once: heaps of exited threads are not reused",
            st.heaps, created, alive_max);
-#ifndef __SANITIZE_THREAD__ /* TSan's shadow memory is counted in RSS */
+/* TSan's shadow memory is counted in RSS (gcc says TSan with
+ * __SANITIZE_THREAD__, clang through __has_feature) */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN_BUILD 1
+#endif
+#endif
+#ifndef TSAN_BUILD
     CHECKF(rss1 <= rss0 + 48 * MiB,
            "RSS %zu MiB after freeing everything and spry_trim(), %zu MiB at "
            "start: memory of exited threads' heaps is leaked",
