@@ -36,9 +36,6 @@ static inline void spry_heap_enter(spry_heap_t *heap) {
         spry_heap_enter_wait(heap);
 }
 
-/* The same without waiting, for the paths kept frameless: false (and not
- * entered) while a collection runs; the caller then takes a slower path
- * that waits. */
 /* ThreadSanitizer builds: gcc says so with __SANITIZE_THREAD__, clang only
  * through __has_feature (without this its builds took the asm path and
  * reported the guarded accesses as races). */
@@ -50,6 +47,9 @@ static inline void spry_heap_enter(spry_heap_t *heap) {
 #endif
 #endif
 
+/* The same without waiting, for the paths kept frameless: false (and not
+ * entered) while a collection runs; the caller then takes a slower path
+ * that waits. */
 static inline bool spry_heap_try_enter(spry_heap_t *heap) {
 #if defined(__x86_64__) && !defined(SPRY_TSAN)
     /* The same three steps as below, as three instructions (the compiler

@@ -29,10 +29,14 @@ static pid_t modules_pid;
  * of the modules, or a fork's fresh start, frees what it points to */
 static Dwfl_Module *last_module;
 static Dwarf_Die last_cu;
+/* and the last address no unit held (a program's _start, in every stack):
+ * each such frame scanned all the units again */
+static Dwfl_Module *missed_module;
+static Dwarf_Addr missed_addr;
 
 void dbg_symbol_new_report(void) {
     reloaded = false;
-    last_module = NULL;
+    last_module = missed_module = NULL;
     if (dwfl && modules_pid != getpid()) {     /* a forked child: start afresh */
         dwfl_end(dwfl);
         dwfl = NULL;
@@ -46,7 +50,7 @@ static bool modules_load(void) {
     }
     modules_pid = getpid();
     reloaded = true;
-    last_module = NULL;
+    last_module = missed_module = NULL;
     dwfl_report_begin(dwfl);
     int r = dwfl_linux_proc_report(dwfl, modules_pid);
     dwfl_report_end(dwfl, NULL, NULL);
@@ -81,12 +85,17 @@ static const char *line_by_units(Dwfl_Module *m, Dwarf_Addr a, int *lineno) {
     Dwarf *dw = dwfl_module_getdwarf(m, &bias);
     if (!dw) return NULL;
     Dwarf_Addr addr = a - bias;
+    if (missed_module == m && missed_addr == addr) return NULL;
     Dwarf_Die cu;
     bool found = last_module == m && dwarf_haspc(&last_cu, addr) == 1;
     if (found) cu = last_cu;
     for (Dwarf_CU *unit = NULL; !found && dwarf_get_units(dw, unit, &unit, NULL, NULL, &cu, NULL) == 0;)
         found = dwarf_haspc(&cu, addr) == 1;
-    if (!found) return NULL;
+    if (!found) {
+        missed_module = m;
+        missed_addr = addr;
+        return NULL;
+    }
     last_module = m;
     last_cu = cu;
     Dwarf_Line *line = dwarf_getsrc_die(&cu, addr);
