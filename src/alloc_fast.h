@@ -33,9 +33,7 @@
 #include "types.h"
 #include "heap.h"
 #include "queue.h"
-#include "guard.h"
 #include "block_cache.h"
-#include "sizeclass.h"
 
 /* The calls below take their arguments in the registers free holds them
  * in (p, page, mine), but spry_free_slow, whose callee free_checked keeps
@@ -60,12 +58,8 @@ static inline __attribute__((always_inline)) void *spry_malloc_inline(size_t n) 
             return b;
         }
     } else if (spry_likely(n <= SPRY_PAGED_MAX)) {
-        if (spry_likely(spry_heap_try_enter(heap))) {
-            void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
-            spry_heap_leave(heap);
-            if (spry_likely(b != NULL)) return b;
-        }
-        return spry_heap_malloc_sized(n, heap);
+        void *b = spry_bcache_take(heap, n);
+        return spry_likely(b != NULL) ? b : spry_heap_malloc_sized(n, heap);
     }
     return spry_heap_malloc(n, heap);
 }

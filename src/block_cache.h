@@ -57,6 +57,8 @@
 #define SPRY_BLOCK_CACHE_H
 
 #include "types.h"
+#include "guard.h"
+#include "sizeclass.h"
 
 /* A block of class c from the cache, marked live; NULL when it has none. */
 static inline void *spry_bcache_pop(spry_heap_t *heap, unsigned c) {
@@ -67,6 +69,16 @@ static inline void *spry_bcache_pop(spry_heap_t *heap, unsigned c) {
     bc->room++;
     heap->bcache_room += bc->block_size;
     spry_block_mark_live(b);
+    return b;
+}
+
+/* A block of n bytes (SPRY_SMALL_MAX < n <= SPRY_PAGED_MAX) from the cache,
+ * popped inside the heap's guard (guard.h); NULL when the class has none or
+ * a collection holds the guard. */
+static inline void *spry_bcache_take(spry_heap_t *heap, size_t n) {
+    if (spry_unlikely(!spry_heap_try_enter(heap))) return NULL;
+    void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
+    spry_heap_leave(heap);
     return b;
 }
 

@@ -156,9 +156,8 @@ __attribute__((noinline)) void *spry_heap_malloc_sized(size_t n, spry_heap_t *he
  * with sizes of the classes (spry_heap_malloc_aligned). */
 void *spry_heap_malloc(size_t n, spry_heap_t *heap) {
     if (n <= 8) return spry_heap_malloc_tiny(heap);
-    if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX) && spry_heap_try_enter(heap)) {
-        void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
-        spry_heap_leave(heap);
+    if (spry_likely(n > SPRY_SMALL_MAX && n <= SPRY_PAGED_MAX)) {
+        void *b = spry_bcache_take(heap, n);
         if (spry_likely(b != NULL)) return b;
     }
     return spry_heap_malloc_sized(n, heap);
