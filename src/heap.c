@@ -65,9 +65,11 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
         heap->limits_in = 15;
         spry_large_refresh_limit(heap);
         spry_bcache_refresh_limit(heap);
+        if (heap->spares) spry_queues_age_spares(heap);
         /* a purge pass collects the caches once the owner goes idle
-         * (steal.c): the purge thread must be there to see it */
-        if (spry_bcache_bytes(heap) || heap->hot_bytes) spry_purge_notify();
+         * (steal.c), and its ticks age the spares: the purge thread must
+         * be there */
+        if (spry_bcache_bytes(heap) || heap->hot_bytes || heap->spares) spry_purge_notify();
     }
     if (atomic_load_explicit(&heap->inbox, memory_order_relaxed)) spry_inbox_drain(heap);
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))

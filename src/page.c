@@ -79,7 +79,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
  * carry the free marker like any free block (class 0: their live bits are
  * clear), so a free of one never handed out is a double free, not a second
  * copy on the list. */
-static void page_carve(spry_page_t *page) {
+void spry_page_carve(spry_page_t *page) {
     size_t bs = page->block_size;
     uint32_t n = (uint32_t)(CARVE_BYTES / bs);
     if (n < CARVE_MIN) n = CARVE_MIN;
@@ -173,20 +173,22 @@ uint32_t spry_page_collect_remote(spry_page_t *page) {
     return spry_page_take_remote(page, head);
 }
 
-void spry_page_refill(spry_page_t *page) {
+bool spry_page_reclaim(spry_page_t *page) {
     if (!page->local_free) spry_page_collect_remote(page);
-    if (page->local_free) {
-        spry_block_t *l = page->local_free;
-        page->local_free = NULL;
-        /* unlisted there before listed here: a fork cut between the two
-         * loses the blocks rather than leaving them on both lists */
-        atomic_signal_fence(memory_order_seq_cst);
-        if (!page->free) { page->free = l; return; }
-        spry_block_t *t = l;
-        while (t->next) t = t->next;
-        t->next = page->free;
-        page->free = l;
-        return;
-    }
-    if (page->capacity < page->reserved) page_carve(page);
+    if (!page->local_free) return false;
+    spry_block_t *l = page->local_free;
+    page->local_free = NULL;
+    /* unlisted there before listed here: a fork cut between the two
+     * loses the blocks rather than leaving them on both lists */
+    atomic_signal_fence(memory_order_seq_cst);
+    if (!page->free) { page->free = l; return true; }
+    spry_block_t *t = l;
+    while (t->next) t = t->next;
+    t->next = page->free;
+    page->free = l;
+    return true;
+}
+
+void spry_page_refill(spry_page_t *page) {
+    if (!spry_page_reclaim(page) && page->capacity < page->reserved) spry_page_carve(page);
 }

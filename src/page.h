@@ -11,6 +11,12 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c);
 /* Refills page->free: from local_free, from remote frees, then by carving
  * more of the page. Leaves page->free NULL only when the page is full. */
 void spry_page_refill(spry_page_t *page);
+/* The refill's first half: the blocks other threads freed into the page
+ * (collected earlier, or waiting on its remote list) onto page->free;
+ * false when there are none. */
+bool spry_page_reclaim(spry_page_t *page);
+/* The refill's second half: the next few blocks never handed out. */
+void spry_page_carve(spry_page_t *page);
 /* Class-0 pages (8-byte blocks, no room for a free marker) carry two
  * bitmaps in front of their blocks, one bit per block of a 64 KiB page:
  *  - live: set when a block is handed out, cleared when the owner frees it

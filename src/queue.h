@@ -53,6 +53,9 @@ void  spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page);
  * segment, or to the hot cache (large); one still in the inbox waits for the
  * drain. */
 void  spry_page_release(spry_heap_t *heap, spry_page_t *page);
+/* Gives back the spare pages (queue.c, page_park) unused since the purge
+ * tick before last; at most once a tick. */
+void  spry_queues_age_spares(spry_heap_t *heap);
 /* The owner frees a block of a page whose key says FULL. */
 void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 /* Collects the remote frees of every queued page of class `from` and up,

@@ -98,27 +98,6 @@ void spry_outbox_drop(spry_heap_t *heap) {
     heap->outbox_pending = 0;
 }
 
-/* A full class page whose blocks all came back from other threads stays,
- * as the head of its queue (spry_queue_push_back_in puts pages above 1 KiB
- * in front), when the queue holds at most a head and the blocks are at
- * most 8 KiB (pages of one slice, or two where the span cache gave one
- * more): the owner's blocks of the class are out with other threads, and
- * its next mallocs would take a new page for them. Released, its span went
- * to another class, whose carving left most of the span's resident memory
- * unused (a producer/consumer of 8 B-4 KiB blocks: peak RSS 0.90-0.95x,
- * 4 producers and 4 consumers level; page inits 360,000 a second there
- * before). A class keeps at most one empty page, as before (test
- * remote_keep): the head it displaces goes back if it is empty too
- * (spry_queue_push_front), its remote frees taken first here (they may be
- * waiting on its list). */
-#define KEEP_MAX ((size_t)8 * 1024)
-static bool keep_emptied(spry_heap_t *heap, spry_page_t *page) {
-    spry_page_queue_t *q = &heap->queues[page->class_idx];
-    if (page->block_size <= SPRY_SMALL_MAX || page->block_size > KEEP_MAX || q->count > 1) return false;
-    if (q->first) spry_page_collect_remote(q->first);
-    return true;
-}
-
 /* One page of the inbox: one that asked to be told (a full class page, a
  * large block) and got remote frees since the last drain. */
 static void inbox_collect(spry_heap_t *heap, spry_page_t *page) {
@@ -132,8 +111,7 @@ static void inbox_collect(spry_heap_t *heap, spry_page_t *page) {
     } while (!atomic_compare_exchange_weak_explicit(&page->xfree, &head, nw,
                                                     memory_order_acquire, memory_order_relaxed));
     if (spry_page_take_remote(page, head)) {
-        if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) &&
-            (page->used > 0 || keep_emptied(heap, page))) {
+        if (page->kind == SPRY_PAGE_CLASS && (spry_key_get(page) & SPRY_KEY_FULL) && page->used > 0) {
             spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
             spry_queue_push_back_in(heap, page);
         }

@@ -403,7 +403,7 @@ void spry_heap_trim_urgent(spry_heap_t *heap) {
 
 bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
     spry_lock(&heap->lock);
-    heap->purge_tick++;
+    __atomic_store_n(&heap->purge_tick, heap->purge_tick + 1, __ATOMIC_RELAXED);
     heap->span_in_use_peak = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
     cache_flush(heap, force);
     bool waiting = heap_purge_locked(heap, force, true, 0);

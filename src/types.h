@@ -249,7 +249,10 @@ _Static_assert(SPRY_SEGMENT_TABLE_AT + SPRY_SEGMENT_COLOURS * SPRY_SLICES * size
 typedef struct spry_page_queue {
     spry_page_t *first, *last;
     uint32_t count;          /* pages queued */
-    uint32_t pages;          /* the heap's pages of the class, queued or full */
+    uint32_t pages;          /* the heap's pages of the class, queued, full
+                                or spare */
+    spry_page_t *spare;      /* an emptied page kept for the class's next new
+                                page (queue.c): out of the queue, keyed FULL */
 } spry_page_queue_t;
 
 /* A freeing thread's batch of remote frees for one page (see remote.c). */
@@ -297,7 +300,8 @@ typedef struct spry_heap {
      * heap lock; flushed to the segments at the next purge tick. */
     spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
     size_t span_cached;
-    uint32_t purge_tick;
+    uint32_t purge_tick;                /* written under the lock, atomically:
+                                           the owner reads it without (queue.c) */
     /* Owner only: this thread's frees of other threads' small blocks,
      * batched per page so one CAS hands over many (remote.c). */
     spry_outbox_t outbox[SPRY_OUTBOX_SLOTS];
@@ -320,6 +324,8 @@ typedef struct spry_heap {
      * and how many may be (refreshed on slow paths) */
     uint32_t tail_pages, tail_limit;
     uint8_t limits_in;                  /* slow paths until the next refresh */
+    uint32_t spares;                    /* queues[].spare set (queue.c)    */
+    uint32_t spares_tick;               /* purge_tick of their last aging  */
     /* The owner's guard (guard.h): 1 while the owner is inside a path that
      * touches what a purge pass may collect from an idle heap */
     _Atomic(uint8_t) busy;
