@@ -381,6 +381,8 @@ bool spry_heaps_purge(bool force, bool collect) {
     for (spry_heap_t *h = all; h; h = h->all_next) {
         if (collect && !force && spry_heap_collect_idle(h)) waiting = true;
         if (spry_heap_purge_spans(h, force)) waiting = true;
+        /* spares age by the ticks of the passes (queue.c) */
+        if (spry_queues_spares_held(h)) waiting = true;
         /* A live owner lets the rest (its smaller classes' empty pages, the
          * remote frees into them) go at its next slow path. */
         if (force) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
@@ -470,7 +472,8 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
                 if (!p) continue;
                 if (p->kind == SPRY_PAGE_CLASS) {
                     w->class_pages++;
-                    if (spry_key_get(p) & SPRY_KEY_FULL) w->full_pages++;
+                    /* a spare (queue.c) is keyed FULL too, but empty */
+                    if ((spry_key_get(p) & SPRY_KEY_FULL) && p->used) w->full_pages++;
                     w->class_bytes += (size_t)p->slice_count * SPRY_SLICE_SIZE;
                     w->used_bytes += (size_t)(p->used - p->pinned) * p->block_size;
                 } else if (p->kind == SPRY_PAGE_LARGE) {

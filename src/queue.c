@@ -42,7 +42,8 @@ static void direct_update(spry_heap_t *heap, unsigned c) {
  * loop neither returns nor re-takes the span, at no cost to the free fast
  * path. Unpinned when it stops heading the queue. What this keeps from the
  * kernel is at most one page per class and heap, given back when the thread
- * exits or calls spry_trim / malloc_trim. */
+ * exits or calls spry_trim / malloc_trim (and for the classes above 1 KiB,
+ * a spare for a purge tick or two: page_park). */
 static void page_pin(spry_page_t *page) {
     if (!page->pinned) { page->pinned = 1; page->used++; }
 }
@@ -173,8 +174,10 @@ static void page_give_back(spry_heap_t *heap, spry_page_t *page) {
  * span not resident yet: peak RSS 0.60-0.79x with spares on churns of
  * 4-64 KiB at 64 and 1,024 live, rate level. Blocks of 1 KiB or less are
  * freed on the owner's unguarded fast path, where the purge thread could
- * not take a spare back (guard.h). A spare unused for a purge tick goes back
- * (spry_queues_age_spares), and an idle heap's with its caches. */
+ * not take a spare back (guard.h). A spare unused for two purge ticks (one to two purge
+ * delays) goes back, at the owner's slow path or at a purge pass that finds
+ * the owner outside its guarded paths (spry_queues_age_spares), and an idle
+ * heap's with its caches. */
 static bool page_park(spry_heap_t *heap, spry_page_t *page) {
     spry_page_queue_t *q = &heap->queues[page->class_idx];
     if (page->block_size <= SPRY_SMALL_MAX || q->spare) return false;
@@ -185,7 +188,9 @@ static bool page_park(spry_heap_t *heap, spry_page_t *page) {
     }
     page->cache_tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
     q->spare = page;
-    heap->spares++;
+    /* the purge thread's ticks age it, and its passes take it from an
+     * owner that no longer comes by (steal.c) */
+    if (heap->spares++ == 0) spry_purge_notify();
     return true;
 }
 
@@ -194,6 +199,20 @@ static void spare_give_back(spry_heap_t *heap, unsigned c) {
     heap->queues[c].spare = NULL;
     heap->spares--;
     page_give_back(heap, page);
+}
+
+/* The owner's stores are plain: read as the scavenger reads the block
+ * caches (block_cache.c, spry_bcache_untouched), and looked at again under
+ * the guard. */
+__attribute__((no_sanitize("thread")))
+bool spry_queues_spares_held(spry_heap_t *heap) {
+    return *(volatile uint32_t *)&heap->spares != 0;
+}
+
+__attribute__((no_sanitize("thread")))
+bool spry_queues_spares_due(spry_heap_t *heap) {
+    uint32_t aged = *(volatile uint32_t *)&heap->spares_tick;
+    return spry_queues_spares_held(heap) && __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED) - aged >= 2;
 }
 
 void spry_queues_age_spares(spry_heap_t *heap) {

@@ -67,7 +67,8 @@ void spry_heaps_collect_now(spry_heap_t *all) {
 void spry_heaps_scavenge(spry_heap_t *all) {
     bool any = false;
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        h->scavenge = !h->idle_collected && spry_bcache_untouched(h);
+        /* both looks every pass: the first keeps its record */
+        h->scavenge = !h->idle_collected && (spry_bcache_untouched(h) | spry_queues_spares_due(h));
         if (!h->scavenge) continue;
         atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
         any = true;
@@ -76,8 +77,10 @@ void spry_heaps_scavenge(spry_heap_t *all) {
     bool fenced = spry_os_fence_all();
     for (spry_heap_t *h = all; h; h = h->all_next) {
         if (!h->scavenge) continue;
-        if (fenced && atomic_load_explicit(&h->busy, memory_order_acquire) != SPRY_GUARD_IN)
+        if (fenced && atomic_load_explicit(&h->busy, memory_order_acquire) != SPRY_GUARD_IN) {
             spry_bcache_scavenge(h);
+            spry_queues_age_spares(h);
+        }
         atomic_store_explicit(&h->steal, 0, memory_order_release);
         spry_os_wake_all(&h->steal);
     }
