@@ -179,6 +179,7 @@ METRICS = {
     "pools": ["seconds", "mops"],
     "prodcons": ["mops", "ops", "seconds"],
     "mixed": ["seconds", "fill_s", "steps_s", "free_s", "mops", "live_mib"],
+    "relay": ["mops", "ops", "generations", "seconds"],
     "large": ["seconds", "mops", "gib"],
     "pascal_shrink": ["seconds"],
     "pascal_objects": ["total_s", "alloc_s", "free_s"],
@@ -408,6 +409,23 @@ def plan(mode, server_threads, notes, churn_seconds=None):
     notes["prodcons"] = ["%s s per cell; half the threads produce, half consume; one ring of %d "
                          "blocks per producer-consumer pair; bands %s." % (
                              secs, ring, ", ".join(band_label(*b) for b in pc_bands))]
+
+    # threads that come and go, each taking over its predecessor's blocks
+    rl_threads = [2, 8] if quick else [2, 4, 8, 16, 32]
+    rl_live, rl_steps, rl_band = 1000, 10_000, (8, 1000)
+    for t in rl_threads:
+        cells.append(Cell("relay", "threads=%d live=%d steps=%d band=%s" % (
+                              t, rl_live, rl_steps, band_label(*rl_band)),
+                          {"threads": t, "live": rl_live, "steps": rl_steps,
+                           "band": band_label(*rl_band), "min": rl_band[0], "max": rl_band[1],
+                           "seconds": secs, "seed": SEED},
+                          "relay", ["--threads", t, "--live", rl_live, "--steps", rl_steps,
+                                    "--min", rl_band[0], "--max", rl_band[1], "--seconds", secs,
+                                    "--seed", SEED],
+                          est=secs + 0.1, timeout=secs + 120))
+    notes["relay"] = ["%s s per cell; %d live blocks of %s per lane; each thread does %d "
+                      "steps, then starts the lane's next thread and exits." % (
+                          secs, rl_live, band_label(*rl_band), rl_steps)]
 
     mixed_cells = [(500_000, 5_000_000)] if quick else [(100_000, 50_000_000), (1_000_000, 50_000_000)]
     for live, ops in mixed_cells:

@@ -79,6 +79,13 @@ TESTS = {
              "lock-free rings to the other half, which check and free them: every block is "
              "freed by a thread other than its allocator's. Millions of blocks handed over "
              "per second, and peak RSS."),
+    "relay": dict(
+        title="Threads that come and go", seed="issue 8 (Larson and Krishnan's server test)",
+        primary="mops", chart="bars",
+        what="Each of `threads` lanes holds 1,000 blocks of 8 B-1 KiB; its thread frees and "
+             "mallocs at random slots for 10,000 steps, then starts the lane's next thread "
+             "and exits, which frees the blocks the threads before it allocated. Millions of "
+             "steps per second, and peak RSS: memory that stays with threads that left."),
     "mixed": dict(
         title="Mixed sizes, large live set", seed="issue 8", primary="seconds", chart="bars",
         extra=["fill_s", "steps_s", "free_s"],
