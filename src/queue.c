@@ -174,10 +174,10 @@ static void page_give_back(spry_heap_t *heap, spry_page_t *page) {
  * span not resident yet: peak RSS 0.60-0.79x with spares on churns of
  * 4-64 KiB at 64 and 1,024 live, rate level. Blocks of 1 KiB or less are
  * freed on the owner's unguarded fast path, where the purge thread could
- * not take a spare back (guard.h). A spare unused for two purge ticks (one to two purge
- * delays) goes back, at the owner's slow path or at a purge pass that finds
- * the owner outside its guarded paths (spry_queues_age_spares), and an idle
- * heap's with its caches. */
+ * not take a spare back (guard.h). A spare unused for two purge ticks (one
+ * to two purge delays) goes back, at the owner's slow path or at a purge
+ * pass that finds the owner outside its guarded paths
+ * (spry_queues_age_spares), and an idle heap's with its caches. */
 static bool page_park(spry_heap_t *heap, spry_page_t *page) {
     spry_page_queue_t *q = &heap->queues[page->class_idx];
     if (page->block_size <= SPRY_SMALL_MAX || q->spare) return false;
@@ -212,7 +212,8 @@ bool spry_queues_spares_held(spry_heap_t *heap) {
 __attribute__((no_sanitize("thread")))
 bool spry_queues_spares_due(spry_heap_t *heap) {
     uint32_t aged = *(volatile uint32_t *)&heap->spares_tick;
-    return spry_queues_spares_held(heap) && __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED) - aged >= 2;
+    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
+    return spry_queues_spares_held(heap) && tick - aged >= 2;
 }
 
 void spry_queues_age_spares(spry_heap_t *heap) {
