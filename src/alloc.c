@@ -26,12 +26,12 @@
  * the call goes to the cautious layer (src/debug), in libspry.so the branch
  * is compiled away. */
 
-SPRY_API void *spry_malloc(size_t n) {
+SPRY_API SPRY_HOT_ENTRY void *spry_malloc(size_t n) {
     if (spry_cautious) return spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
     return spry_malloc_inline(n);
 }
 
-SPRY_API void spry_free(void *p) {
+SPRY_API SPRY_HOT_ENTRY void spry_free(void *p) {
     if (spry_cautious) { spry_debug_free(p, SPRY_FAMILY_MALLOC); return; }
     spry_free_inline(p);
 }

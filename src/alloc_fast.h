@@ -32,6 +32,14 @@
 
 #include "types.h"
 #include "heap.h"
+
+/* The entry points whose bodies are these paths (malloc, free, new,
+ * delete, spry_malloc, spry_free) start on a 64-byte line: where they
+ * started followed the size of unrelated code linked before them, and
+ * moved churns of 128 B-4 KiB by 4-7% between builds with the same
+ * instructions (measured: two builds 0.95x apart, level once both were
+ * aligned). */
+#define SPRY_HOT_ENTRY __attribute__((aligned(64)))
 #include "queue.h"
 #include "block_cache.h"
 

@@ -31,8 +31,8 @@ static inline __attribute__((always_inline)) void plain_free(void *p, enum spry_
     spry_free_inline(p);
 }
 
-EXPORT void *malloc(size_t n)             { return plain_malloc(n); }
-EXPORT void  free(void *p)                { plain_free(p, SPRY_FAMILY_MALLOC); }
+EXPORT SPRY_HOT_ENTRY void *malloc(size_t n)             { return plain_malloc(n); }
+EXPORT SPRY_HOT_ENTRY void  free(void *p)                { plain_free(p, SPRY_FAMILY_MALLOC); }
 EXPORT void  cfree(void *p)               { plain_free(p, SPRY_FAMILY_MALLOC); }
 EXPORT void *calloc(size_t c, size_t n)   { return spry_calloc(c, n); }
 EXPORT void *realloc(void *p, size_t n)   { return spry_realloc(p, n); }
@@ -132,8 +132,8 @@ static inline void *cxx_new_aligned(size_t n, size_t a, bool nothrow, enum spry_
     return new_retry(n, a, nothrow, family);
 }
 
-EXPORT void *_Znwm(size_t n)                          { return cxx_new(n, SPRY_FAMILY_NEW); }
-EXPORT void *_Znam(size_t n)                          { return cxx_new(n, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT SPRY_HOT_ENTRY void *_Znwm(size_t n)                          { return cxx_new(n, SPRY_FAMILY_NEW); }
+EXPORT SPRY_HOT_ENTRY void *_Znam(size_t n)                          { return cxx_new(n, SPRY_FAMILY_NEW_ARRAY); }
 EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n, SPRY_FAMILY_NEW); }
 EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return cxx_new_nothrow(n, SPRY_FAMILY_NEW_ARRAY); }
 EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a, false, SPRY_FAMILY_NEW); }
@@ -141,10 +141,10 @@ EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n
 EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true, SPRY_FAMILY_NEW); }
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return cxx_new_aligned(n, a, true, SPRY_FAMILY_NEW_ARRAY); }
 
-EXPORT void _ZdlPv(void *p)                            { plain_free(p, SPRY_FAMILY_NEW); }
-EXPORT void _ZdaPv(void *p)                            { plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
-EXPORT void _ZdlPvm(void *p, size_t n)                 { (void)n; plain_free(p, SPRY_FAMILY_NEW); }
-EXPORT void _ZdaPvm(void *p, size_t n)                 { (void)n; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT SPRY_HOT_ENTRY void _ZdlPv(void *p)                            { plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT SPRY_HOT_ENTRY void _ZdaPv(void *p)                            { plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
+EXPORT SPRY_HOT_ENTRY void _ZdlPvm(void *p, size_t n)                 { (void)n; plain_free(p, SPRY_FAMILY_NEW); }
+EXPORT SPRY_HOT_ENTRY void _ZdaPvm(void *p, size_t n)                 { (void)n; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
 EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; plain_free(p, SPRY_FAMILY_NEW); }
 EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; plain_free(p, SPRY_FAMILY_NEW_ARRAY); }
 EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a)   { (void)a; plain_free(p, SPRY_FAMILY_NEW); }
