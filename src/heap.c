@@ -463,6 +463,9 @@ void spry_heaps_span_totals(size_t *in_use, size_t *dirty) {
 void spry_heaps_walk(spry_heap_walk_t *w) {
     spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
+        w->pages_made += atomic_load_explicit(&h->pages_made, memory_order_relaxed);
+        w->pages_given_back += atomic_load_explicit(&h->pages_given_back, memory_order_relaxed);
+        w->spares_taken += atomic_load_explicit(&h->spares_taken, memory_order_relaxed);
         spry_lock(&h->lock);
         for (spry_segment_t *seg = h->segments; seg; seg = seg->next) {
             w->segments++;

@@ -40,6 +40,7 @@ void  spry_heaps_trim_urgent(void);
 typedef struct spry_heap_walk {
     size_t segments, free_slices, class_pages, full_pages, large_pages;
     size_t class_bytes, used_bytes;
+    size_t pages_made, pages_given_back, spares_taken;   /* so far */
 } spry_heap_walk_t;
 /* Counts over every heap's segments (takes each heap lock in turn; the
  * owner-only fields read are a snapshot, good for statistics only). */

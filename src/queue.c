@@ -155,6 +155,7 @@ static void page_give_back(spry_heap_t *heap, spry_page_t *page) {
         }
     }
     if (page->kind == SPRY_PAGE_CLASS) {
+        atomic_fetch_add_explicit(&heap->pages_given_back, 1, memory_order_relaxed);
         heap->queues[page->class_idx].pages--;
         if (spry_key_get(page) & SPRY_KEY_FULL) spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
         else queue_remove(heap, page);
@@ -257,6 +258,7 @@ static void *spare_take(spry_heap_t *heap, spry_page_queue_t *q) {
     spry_page_t *page = q->spare;
     q->spare = NULL;
     heap->spares--;
+    atomic_fetch_add_explicit(&heap->spares_taken, 1, memory_order_relaxed);
     spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
     if (!page->free) spry_page_refill(page);
     spry_queue_push_front(heap, page);
@@ -295,6 +297,7 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
     spry_page_t *page = spry_span_alloc(heap, spry_class_slices(c), 1);
     if (!page) return NULL;
     spry_page_init_class(heap, page, c);
+    atomic_fetch_add_explicit(&heap->pages_made, 1, memory_order_relaxed);
     q->pages++;
     spry_page_refill(page);
     spry_queue_push_front(heap, page);

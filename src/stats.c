@@ -137,7 +137,9 @@ static void out_json_key(stats_out_t *o, const char *name) {
 }
 
 /* A figure: "  prefix.name: v (x MiB)  # doc" or "name":v. */
-static void out_figure(stats_out_t *o, const char *prefix, const char *name, size_t v, const char *doc) {
+/* A figure; `bytes`: in text, large values also in KiB or MiB. */
+static void out_value(stats_out_t *o, const char *prefix, const char *name, size_t v, bool bytes,
+                      const char *doc) {
     spry_fmt_t f; spry_fmt_init(&f);
     if (o->json) {
         out_json_key(o, name);
@@ -150,7 +152,7 @@ static void out_figure(stats_out_t *o, const char *prefix, const char *name, siz
     spry_fmt_str(&f, name);
     spry_fmt_str(&f, ": ");
     spry_fmt_ulong(&f, v);
-    if (v >= 10 * 1024) {
+    if (bytes && v >= 10 * 1024) {
         spry_fmt_str(&f, " (");
         if (v >= 10u * 1024 * 1024) { spry_fmt_ulong(&f, v >> 20); spry_fmt_str(&f, " MiB)"); }
         else { spry_fmt_ulong(&f, v >> 10); spry_fmt_str(&f, " KiB)"); }
@@ -159,6 +161,15 @@ static void out_figure(stats_out_t *o, const char *prefix, const char *name, siz
     spry_fmt_str(&f, doc);
     spry_fmt_str(&f, "\n");
     out_fmt(o, &f);
+}
+
+static void out_figure(stats_out_t *o, const char *prefix, const char *name, size_t v, const char *doc) {
+    out_value(o, prefix, name, v, true, doc);
+}
+
+/* A number of events: no KiB or MiB. */
+static void out_count(stats_out_t *o, const char *prefix, const char *name, size_t v, const char *doc) {
+    out_value(o, prefix, name, v, false, doc);
 }
 
 /* A group: a header line in text, a nested object in JSON. */
@@ -228,6 +239,9 @@ static void stats_write(int fd, bool json) {
     out_figure(&o, "walk.", "large_pages", w.large_pages, "pages holding one large block");
     out_figure(&o, "walk.", "class_bytes", w.class_bytes, "bytes spanned by class pages");
     out_figure(&o, "walk.", "used_bytes", w.used_bytes, "bytes in blocks not freed (or not yet collected)");
+    out_count(&o, "walk.", "pages_made", w.pages_made, "class pages set up on a span, so far");
+    out_count(&o, "walk.", "pages_given_back", w.pages_given_back, "class pages whose span went back, so far");
+    out_count(&o, "walk.", "spares_taken", w.spares_taken, "emptied class pages kept and taken again, so far");
     out_group_close(&o);
     out_group_open(&o, "options", "spry options:\n");
     for (int i = 0; i < SPRY_OPT_COUNT; i++) out_option(&o, (spry_option_t)i);

@@ -326,6 +326,10 @@ typedef struct spry_heap {
     uint8_t limits_in;                  /* slow paths until the next refresh */
     uint32_t spares;                    /* queues[].spare set (queue.c)    */
     uint32_t spares_tick;               /* purge_tick of their last aging  */
+    /* class pages set up, given back to their segments, and spares taken
+     * again, so far (statistics; relaxed atomic adds: the owner's fast path
+     * and a purge pass may give pages back at once) */
+    _Atomic(size_t) pages_made, pages_given_back, spares_taken;
     /* The owner's guard (guard.h): 1 while the owner is inside a path that
      * touches what a purge pass may collect from an idle heap */
     _Atomic(uint8_t) busy;
