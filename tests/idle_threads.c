@@ -62,7 +62,6 @@
 #include <string.h>
 #include <time.h>
 #include <stddef.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <linux/filter.h>
@@ -72,6 +71,7 @@
 
 #include "alloc_api.h"
 #include "check.h"
+#include "printed_stats.h"
 #include "pattern.h"
 #include "rss.h"
 #include "threads.h"
@@ -190,21 +190,10 @@ static void *idle_worker(void *arg)
     return NULL;
 }
 
-/* The idle_collections figure of spry_stats_print (it is not in
- * spry_stats_t, whose size programs built against older headers rely on). */
+/* The idle_collections figure of spry_stats_print (printed only). */
 static size_t idle_collections(void)
 {
-    static char text[16384];
-    int fd = memfd_create("spry-stats", 0);
-    CHECK(fd >= 0);
-    spry_stats_print(fd);
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
-    close(fd);
-    CHECK(n > 0);
-    text[n] = 0;
-    const char *s = strstr(text, "idle_collections: ");
-    CHECKF(s != NULL, "no idle_collections in the statistics");
-    return (size_t)strtoull(s + sizeof "idle_collections: " - 1, NULL, 10);
+    return printed_figure("idle_collections: ");
 }
 
 static double now_s(void)

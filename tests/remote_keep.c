@@ -18,13 +18,11 @@
  *   remote_keep            the rounds
  *   remote_keep trimmed    a head that spry_trim unpinned (below)
  *   remote_keep light      spares of an owner that takes no slow path (below) */
-#define _GNU_SOURCE                   /* memfd_create */
 #include "check.h"
+#include "printed_stats.h"
 #include <spry.h>
 #include <pthread.h>
 #include <time.h>
-#include <stdlib.h>
-#include <sys/mman.h>
 
 #define ROUNDS 20
 #define COUNT  400                 /* blocks a class and round */
@@ -78,21 +76,6 @@ static size_t in_use(void) {
     spry_stats_t s;
     spry_stats_get(&s);
     return s.in_use;
-}
-
-/* A figure of spry_stats_print (the page counts are printed only). */
-static size_t printed_figure(const char *name) {
-    static char text[16384];
-    int fd = memfd_create("spry-stats", 0);
-    CHECK(fd >= 0);
-    spry_stats_print(fd);
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
-    close(fd);
-    CHECK(n > 0);
-    text[n] = 0;
-    const char *s = strstr(text, name);
-    CHECKF(s != NULL, "no %s in the statistics", name);
-    return (size_t)strtoull(s + strlen(name), NULL, 10);
 }
 
 static double now_s(void) {
