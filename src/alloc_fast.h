@@ -32,6 +32,8 @@
 
 #include "types.h"
 #include "heap.h"
+#include "queue.h"
+#include "block_cache.h"
 
 /* The entry points whose bodies are these paths (malloc, free, new,
  * delete, spry_malloc, spry_free) start on a 64-byte line: where they
@@ -40,8 +42,6 @@
  * instructions (measured: two builds 0.95x apart, level once both were
  * aligned). */
 #define SPRY_HOT_ENTRY __attribute__((aligned(64)))
-#include "queue.h"
-#include "block_cache.h"
 
 /* The calls below take their arguments in the registers free holds them
  * in (p, page, mine), but spry_free_slow, whose callee free_checked keeps
