@@ -68,12 +68,15 @@ void spry_free_tiny(void *p, spry_page_t *page) {
 }
 
 /* Another thread's block: batched in this thread's outbox when it has a
- * heap, else pushed at once. */
+ * heap, else pushed at once, and its heap noted for this thread's first
+ * malloc (heap.h, spry_heap_note_freed_into). */
 static void free_remote(spry_page_t *page, spry_block_t *b) {
-    if (page->kind == SPRY_PAGE_CLASS && spry_tls_heap != &spry_empty_heap)
+    if (page->kind == SPRY_PAGE_CLASS && spry_tls_heap != &spry_empty_heap) {
         spry_outbox_add(spry_tls_heap, page, b);
-    else
-        spry_page_remote_free(page, b);
+        return;
+    }
+    if (spry_tls_heap == &spry_empty_heap) spry_heap_note_freed_into(page->heap);
+    spry_page_remote_free(page, b);
 }
 
 /* Every free the two common cases below leave: the pointer checked in full.

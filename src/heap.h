@@ -20,6 +20,10 @@ void *spry_heap_malloc_span(spry_heap_t *heap, size_t n);
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */
 spry_heap_t *spry_heap_acquire(void);
+/* A thread without a heap yet freed a block of `heap`'s: if that heap is
+ * dormant when the thread first needs one, the thread takes it (heap.c,
+ * heap_take). */
+void spry_heap_note_freed_into(spry_heap_t *heap);
 /* Collects remote frees and returns every empty page and hot large span of
  * a heap the caller owns (its own, or a dormant one it claimed). */
 void  spry_heap_collect(spry_heap_t *heap);
