@@ -342,12 +342,13 @@ typedef struct spry_heap {
                                            last collection left it          */
     /* global lists */
     struct spry_heap *all_next;         /* immutable once published          */
-    struct spry_heap *dormant_next;     /* dormant list (dormant lock)       */
+    struct spry_heap *dormant_next, *dormant_prev; /* dormant list, newest
+                                           first (heaps_lock, heap.c)        */
     _Atomic(int) trim_request;          /* purge thread asks the owner to let
                                            retained pages go                 */
     _Atomic(int) purge_urgent;          /* over budget, the purge thread is
                                            asked to trim it now              */
-    uint32_t is_dormant;
+    uint32_t is_dormant;                /* DORMANT_* (heaps_lock, heap.c)    */
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
 } spry_heap_t;
 

@@ -1,94 +1,115 @@
-/* A thread that frees blocks of a thread that exited, before its own first
- * malloc, takes that thread's dormant heap, not the newest one: a server's
- * next worker, taking over its predecessor's blocks, then frees them as
- * their owner and reuses their memory (bench relay: at 8 lanes on 2 cores
- * it got another lane's heap, whose blocks were still live).
+/* Which dormant heap a new thread takes (heap.c, dormant_choose).
  *
- * Threads A and C run at once (so they have a heap each); A leaves blocks
- * behind and exits first, so C's heap is the newest dormant one; thread B
- * frees one of A's blocks, then mallocs: its block must come from A's heap
- * (heaps own their segments, so from one of A's segments). It came from
- * C's before. */
+ *   freed into a dormant heap first: that heap. A server's next worker,
+ *     taking over its predecessor's blocks, then frees them as their owner
+ *     and reuses their memory (bench relay: at 8 lanes on 2 cores it got
+ *     another lane's heap, whose blocks were still live). Holders O, A and
+ *     C go dormant in that order; thread B frees A's block, then mallocs:
+ *     its block must come from A's heap (heaps own their segments, so from
+ *     A's block's segment). It came from C's, the newest.
+ *   freed into a heap not dormant yet: the oldest, not the newest, which
+ *     another such thread is most likely about to take. Holder L stays;
+ *     O and N go dormant; B frees L's block, then mallocs: from O's heap.
+ *     It came from N's.
+ *
+ * Holders run at once, so each has a heap of its own, and each leaves its
+ * block behind, so that its heap keeps a segment. */
 #include "check.h"
 #include <spry.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
 
-#define BLOCKS 64
-#define SIZE   100
+#define SIZE 100
 
-static void *left[BLOCKS];
-static sem_t ready, go_a, go_c;
+typedef struct {
+    pthread_t thread;
+    sem_t ready, go;
+    void *block;
+} holder_t;
 
 static uintptr_t segment_of(const void *p) { return (uintptr_t)p >> 22; }
 
-static void *leaver(void *arg) {
-    (void)arg;
-    for (int i = 0; i < BLOCKS; i++) {
-        left[i] = spry_malloc(SIZE);
-        CHECK(left[i] != NULL);
-    }
-    sem_post(&ready);
-    while (sem_wait(&go_a) != 0) {}
+static void *hold(void *arg) {
+    holder_t *h = arg;
+    h->block = spry_malloc(SIZE);
+    CHECK(h->block != NULL);
+    sem_post(&h->ready);
+    while (sem_wait(&h->go) != 0) {}
+    return NULL;                        /* the block stays behind */
+}
+
+static void holder_start(holder_t *h) {
+    CHECK(sem_init(&h->ready, 0, 0) == 0 && sem_init(&h->go, 0, 0) == 0);
+    CHECK(pthread_create(&h->thread, NULL, hold, h) == 0);
+    while (sem_wait(&h->ready) != 0) {}
+}
+
+/* its heap is dormant once joined */
+static void holder_end(holder_t *h) {
+    sem_post(&h->go);
+    CHECK(pthread_join(h->thread, NULL) == 0);
+    sem_destroy(&h->ready);
+    sem_destroy(&h->go);
+}
+
+static void *taker(void *arg) {
+    void **io = arg;                    /* in: a block to free; out: a new one */
+    spry_free(*io);                     /* before any malloc of this thread */
+    *io = spry_malloc(SIZE);
+    CHECK(*io != NULL);
     return NULL;
 }
 
-static void *passer_by(void *arg) {
-    (void)arg;
-    void *p[BLOCKS];
-    for (int i = 0; i < BLOCKS; i++) CHECK((p[i] = spry_malloc(SIZE)) != NULL);
-    for (int i = 0; i < BLOCKS; i++) spry_free(p[i]);
-    sem_post(&ready);
-    while (sem_wait(&go_c) != 0) {}
-    return NULL;
-}
-
-static void *successor(void *arg) {
-    void **got = arg;
-    spry_free(left[0]);                 /* before any malloc of this thread */
-    *got = spry_malloc(SIZE);
-    CHECK(*got != NULL);
-    for (int i = 1; i < BLOCKS; i++) spry_free(left[i]);
-    spry_free(*got);
-    return NULL;
-}
-
-static void start(pthread_t *t, void *(*fn)(void *), void *arg) {
-    CHECK(pthread_create(t, NULL, fn, arg) == 0);
-}
-
-static void finish(pthread_t t) {
-    CHECK(pthread_join(t, NULL) == 0);  /* its heap is dormant by now */
+/* A new thread frees `block`, then mallocs: its new block. */
+static void *take_after_freeing(void *block) {
+    pthread_t t;
+    void *io = block;
+    CHECK(pthread_create(&t, NULL, taker, &io) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    return io;
 }
 
 int main(void) {
     spry_free(spry_malloc(16));         /* the main thread's own heap */
-    CHECK(sem_init(&ready, 0, 0) == 0 && sem_init(&go_a, 0, 0) == 0 && sem_init(&go_c, 0, 0) == 0);
     for (int round = 0; round < 20; round++) {
-        pthread_t a, c, b;
-        start(&a, leaver, NULL);
-        while (sem_wait(&ready) != 0) {}
-        start(&c, passer_by, NULL);
-        while (sem_wait(&ready) != 0) {}
-        sem_post(&go_a);
-        finish(a);
-        sem_post(&go_c);
-        finish(c);
-        uintptr_t seg = segment_of(left[0]);
-        void *got = NULL;
-        start(&b, successor, &got);
-        finish(b);
-        CHECKF(segment_of(got) == seg, "round %d: the successor's block %p is not in the "
-               "segment of the blocks it freed (%p): it took another dormant heap",
-               round, got, left[0]);
+        holder_t o, a, c;
+        holder_start(&o);
+        holder_start(&a);
+        holder_start(&c);
+        holder_end(&o);
+        holder_end(&a);
+        holder_end(&c);
+        uintptr_t seg = segment_of(a.block);
+        void *got = take_after_freeing(a.block);
+        CHECKF(segment_of(got) == seg, "round %d: the block %p is not in the segment of the "
+               "dormant heap's block it freed first (%p)", round, got, a.block);
+        spry_free(got);
+        spry_free(o.block);
+        spry_free(c.block);
+    }
+    for (int round = 0; round < 20; round++) {
+        holder_t l, o, n;
+        holder_start(&l);
+        holder_start(&o);
+        holder_start(&n);
+        holder_end(&o);
+        holder_end(&n);
+        uintptr_t seg = segment_of(o.block);
+        void *got = take_after_freeing(l.block);
+        CHECKF(segment_of(got) == seg, "round %d: the block %p is not in the oldest dormant "
+               "heap's segment (that of %p)", round, got, o.block);
+        holder_end(&l);
+        spry_free(got);
+        spry_free(o.block);
+        spry_free(n.block);
     }
     spry_stats_t s;
     spry_stats_get(&s);
-    /* main's, and A's and C's, taken again each round (and the purge
-     * thread's, if it ever mallocs) */
-    CHECKF(s.heaps <= 4, "%zu heaps made", s.heaps);
-    printf("heap_successor: 20 rounds, each successor took its predecessor's heap; %zu heaps\n",
+    /* main's, the holders' and the takers', taken again round after round
+     * (and the purge thread's, if it ever mallocs) */
+    CHECKF(s.heaps <= 6, "%zu heaps made", s.heaps);
+    printf("heap_successor: 2 x 20 rounds, each new thread took the heap expected; %zu heaps\n",
            s.heaps);
     return 0;
 }
