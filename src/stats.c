@@ -34,7 +34,7 @@ void spry_stat_dirty_sub(size_t v)  { stat_sub_saturating(&spry_stat.dirty, v); 
 
 /* Process totals: the global counters plus every heap's span counters. */
 static void stats_collect(spry_stats_t *out) {
-#define X(name, doc) out->name = atomic_load_explicit(&spry_stat.name, memory_order_relaxed);
+#define X(name, bytes, doc) out->name = atomic_load_explicit(&spry_stat.name, memory_order_relaxed);
     SPRY_STAT_LIST(X)
 #undef X
     spry_heaps_span_totals(&out->in_use, &out->dirty);
@@ -136,8 +136,8 @@ static void out_json_key(stats_out_t *o, const char *name) {
     out_bytes(o, ":", 1);
 }
 
-/* A figure: "  prefix.name: v (x MiB)  # doc" or "name":v. */
-/* A figure; `bytes`: in text, large values also in KiB or MiB. */
+/* A figure: "  prefix.name: v (x MiB)  # doc" or "name":v; `bytes`: an
+ * amount of memory, in text also in KiB or MiB when large. */
 static void out_value(stats_out_t *o, const char *prefix, const char *name, size_t v, bool bytes,
                       const char *doc) {
     spry_fmt_t f; spry_fmt_init(&f);
@@ -163,6 +163,7 @@ static void out_value(stats_out_t *o, const char *prefix, const char *name, size
     out_fmt(o, &f);
 }
 
+/* An amount of memory. */
 static void out_figure(stats_out_t *o, const char *prefix, const char *name, size_t v, const char *doc) {
     out_value(o, prefix, name, v, true, doc);
 }
@@ -225,18 +226,18 @@ static void stats_write(int fd, bool json) {
     spry_fmt_str(&f, json ? "" : "):\n");
     out_fmt(&o, &f);
     o.first = false;
-#define X(name, doc) out_figure(&o, "", #name, s.name, doc);
+#define X(name, bytes, doc) out_value(&o, "", #name, s.name, bytes, doc);
     SPRY_STAT_LIST(X)
 #undef X
-#define X(name, doc) out_figure(&o, "", #name, atomic_load_explicit(&spry_stat.name, memory_order_relaxed), doc);
+#define X(name, bytes, doc) out_value(&o, "", #name, atomic_load_explicit(&spry_stat.name, memory_order_relaxed), bytes, doc);
     SPRY_STAT_LIST_PRINTED(X)
 #undef X
     out_group_open(&o, "walk", NULL);
-    out_figure(&o, "walk.", "segments", w.segments, "segments owned by heaps");
-    out_figure(&o, "walk.", "free_slices", w.free_slices, "64 KiB slices free in them");
-    out_figure(&o, "walk.", "class_pages", w.class_pages, "pages of size classes");
-    out_figure(&o, "walk.", "full_pages", w.full_pages, "of which full (or with their free blocks in the block cache)");
-    out_figure(&o, "walk.", "large_pages", w.large_pages, "pages holding one large block");
+    out_count(&o, "walk.", "segments", w.segments, "segments owned by heaps");
+    out_count(&o, "walk.", "free_slices", w.free_slices, "64 KiB slices free in them");
+    out_count(&o, "walk.", "class_pages", w.class_pages, "pages of size classes");
+    out_count(&o, "walk.", "full_pages", w.full_pages, "of which full (or with their free blocks in the block cache)");
+    out_count(&o, "walk.", "large_pages", w.large_pages, "pages holding one large block");
     out_figure(&o, "walk.", "class_bytes", w.class_bytes, "bytes spanned by class pages");
     out_figure(&o, "walk.", "used_bytes", w.used_bytes, "bytes in blocks not freed (or not yet collected)");
     out_count(&o, "walk.", "pages_made", w.pages_made, "class pages set up on a span, so far");

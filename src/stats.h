@@ -7,29 +7,31 @@
 #include "atomic.h"
 #include <stddef.h>
 
+/* X(name, bytes, doc): `bytes` says whether the figure is an amount of
+ * memory (printed also in KiB or MiB) or a count. */
 #define SPRY_STAT_LIST(X) \
-    X(mapped,          "address space reserved from the kernel") \
-    X(committed,       "bytes that may be resident: in_use + dirty") \
-    X(committed_peak,  "highest committed") \
-    X(in_use,          "bytes in pages and blocks handed to heaps") \
-    X(huge_in_use,     "bytes in huge blocks") \
-    X(dirty,           "free bytes not yet returned to the kernel") \
-    X(purged_total,    "bytes returned to the kernel so far") \
-    X(purges,          "madvise calls made") \
-    X(budget_purges,   "times a heap went over its free-memory budget") \
-    X(segments,        "live 4 MiB segments") \
-    X(arenas,          "kernel mappings made for the heap") \
-    X(heaps,           "thread heaps created") \
-    X(heaps_abandoned, "heaps of exited threads waiting for reuse") \
-    X(foreign_frees,   "pointers of another allocator passed to free") \
-    X(errors,          "double frees and invalid pointers reported and ignored")
+    X(mapped,          true,  "address space reserved from the kernel") \
+    X(committed,       true,  "bytes that may be resident: in_use + dirty") \
+    X(committed_peak,  true,  "highest committed") \
+    X(in_use,          true,  "bytes in pages and blocks handed to heaps") \
+    X(huge_in_use,     true,  "bytes in huge blocks") \
+    X(dirty,           true,  "free bytes not yet returned to the kernel") \
+    X(purged_total,    true,  "bytes returned to the kernel so far") \
+    X(purges,          false, "madvise calls made") \
+    X(budget_purges,   false, "times a heap went over its free-memory budget") \
+    X(segments,        false, "live 4 MiB segments") \
+    X(arenas,          false, "kernel mappings made for the heap") \
+    X(heaps,           false, "thread heaps created") \
+    X(heaps_abandoned, false, "heaps of exited threads waiting for reuse") \
+    X(foreign_frees,   false, "pointers of another allocator passed to free") \
+    X(errors,          false, "double frees and invalid pointers reported and ignored")
 /* Printed, not in spry_stats_t: a field added there would overflow the
  * struct of a program built against an older spry.h. */
 #define SPRY_STAT_LIST_PRINTED(X) \
-    X(idle_collections, "caches of idle threads' heaps given back by purge passes")
+    X(idle_collections, false, "caches of idle threads' heaps given back by purge passes")
 
 typedef struct spry_stat_counters {
-#define X(name, doc) _Atomic(size_t) name;
+#define X(name, bytes, doc) _Atomic(size_t) name;
     SPRY_STAT_LIST(X)
     SPRY_STAT_LIST_PRINTED(X)
 #undef X

@@ -47,4 +47,17 @@ if command -v strace >/dev/null 2>&1; then
         SPRY_DEBUG_LOG="$long" LD_PRELOAD="$lib" /bin/true && grep -c '^[0-9]* *write(' "$work/trace")
     [ "$writes" = 1 ] || fail "the long record took $writes writes: $(grep write "$work/trace" | cut -c1-80)"
 fi
+# a count is printed as a count however large (errors, purges, segments...
+# were shown in KiB too from 10,240 on): 11,999 double frees reported
+errors=$(env SPRY_STATS=1 SPRY_VERBOSE=0 LD_PRELOAD="$lib" /usr/bin/python3 -c '
+import ctypes
+c = ctypes.CDLL(None)
+c.malloc.restype = ctypes.c_void_p
+c.free.argtypes = [ctypes.c_void_p]
+p = c.malloc(5000)
+for _ in range(12000): c.free(p)' 2>&1 | grep '^  errors: ')
+case "$errors" in
+    "  errors: 11999  # "*) ;;
+    *) fail "the errors line: '$errors', want 11999 as a plain count" ;;
+esac
 echo "stats_file: all checks passed"
