@@ -132,6 +132,10 @@ void spry_os_wake_all(_Atomic(int) *addr) {
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+void spry_os_yield(void) {
+    sched_yield();
+}
+
 static _Atomic(int) fence_refused;
 
 bool spry_os_fence_refused(void) { return atomic_load_explicit(&fence_refused, memory_order_relaxed); }

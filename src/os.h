@@ -40,6 +40,8 @@ bool     spry_os_address_limited(void);
 void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
 void     spry_os_wake(_Atomic(int) *addr);
 void     spry_os_wake_all(_Atomic(int) *addr);
+/* Lets another runnable thread of this CPU run first (sched_yield). */
+void     spry_os_yield(void);
 /* Makes every running thread of the process execute a full memory barrier
  * before it returns (membarrier, private expedited); false when the kernel
  * offers no such call. */

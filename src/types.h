@@ -349,6 +349,8 @@ typedef struct spry_heap {
     _Atomic(int) purge_urgent;          /* over budget, the purge thread is
                                            asked to trim it now              */
     uint32_t is_dormant;                /* DORMANT_* (heaps_lock, heap.c)    */
+    _Atomic(int) leaving;               /* LEAVING_*: its thread is exiting
+                                           (heap.c, heap_wait_leaving)      */
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
 } spry_heap_t;
 
