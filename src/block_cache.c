@@ -65,8 +65,6 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
         bc->room--;
         heap->bcache_room -= (ptrdiff_t)size;
     }
-    /* the drain may have freed pages; the free is done */
-    spry_purge_start_point();
 }
 
 void spry_bcache_refresh_limit(spry_heap_t *heap) {

@@ -45,13 +45,16 @@ static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
 }
 
 /* The owner's block of a page the fast path does not take: full, 8-byte
- * blocks, or a large block. */
+ * blocks, or a large block. An emptied page goes back here, not through
+ * spry_page_empty, which would note this file as free's caller. */
 static inline void free_owner(spry_page_t *page, spry_block_t *b, uintptr_t key) {
     if (key & SPRY_KEY_FULL) {
         spry_heap_free_full(page->heap, page, b);
         return;
     }
-    spry_page_push(page, b);
+    b->next = page->free;
+    page->free = b;
+    if (--page->used == 0) spry_page_release(page->heap, page);
 }
 
 /* Kept short (8-byte steps need no general block-start check, one pass
@@ -86,7 +89,7 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
     case SPRY_PAGE_HUGE:
         if (!spry_page_block_start(page, p)) break;
         spry_huge_free(spry_segment_of(p));
-        spry_purge_start_point();
+        spry_purge_free_point(__builtin_return_address(0));
         return;
     case SPRY_PAGE_CLASS:
     case SPRY_PAGE_LARGE: {
@@ -107,7 +110,7 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
         }
         /* the free may have emptied a page, or reached a dormant heap that
          * only a purge pass collects */
-        spry_purge_start_point();
+        spry_purge_free_point(__builtin_return_address(0));
         return;
     }
     case SPRY_PAGE_FREE:
@@ -141,12 +144,14 @@ void spry_free_cached_slow(spry_heap_t *heap, spry_page_t *page, void *p) {
          * (block_cache.h); out of the idle collection's reach, like its
          * fast paths: no guard */
         spry_heap_free_full(heap, page, p);
-        spry_purge_start_point();
+        spry_purge_free_point(__builtin_return_address(0));
         return;
     }
     spry_heap_enter(heap);
     if (!spry_bcache_push(heap, page, p)) spry_bcache_push_over(heap, page, p);
     spry_heap_leave(heap);
+    /* the drain over the bounds may have freed pages */
+    spry_purge_free_point(__builtin_return_address(0));
 }
 
 /* The owner's block of a class page above 128 KiB (key CACHED and SLOW,
@@ -158,6 +163,14 @@ static __attribute__((noinline)) void free_cached_checked(spry_page_t *page, voi
     }
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
     spry_free_into_cache(page, p);
+}
+
+/* The first span into an empty hot cache tells the purge thread (see
+ * spry_large_hot_push); `ra`: free's caller. Apart: a call in
+ * spry_free_slow's own body gave it a stack frame. */
+static __attribute__((noinline, cold)) void large_hot_first(const void *ra) {
+    spry_purge_notify();
+    spry_purge_free_point(ra);
 }
 
 /* The owner's large block (one per span, key SLOW): its start, not freed
@@ -176,7 +189,7 @@ static inline bool free_large_hot(spry_page_t *page, void *p) {
         page->used = 0;
     }
     spry_heap_leave(heap);
-    if (kept && spry_unlikely(was_empty)) spry_purge_wake();   /* see spry_large_hot_push */
+    if (kept && spry_unlikely(was_empty)) large_hot_first(__builtin_return_address(0));
     return kept;
 }
 
@@ -197,12 +210,12 @@ void spry_free_special(void *p) {
     unsigned k = spry_chunk_kind(p);
     if (k >= SPRY_CHUNK_AREA) {
         spry_huge_area_free(p);
-        spry_purge_start_point();
+        spry_purge_free_point(__builtin_return_address(0));
         return;
     }
     if (k == SPRY_CHUNK_ALIGNED) {
         spry_segment_t *seg = spry_aligned_huge_segment(p);
-        if (spry_segment_pages(seg)[1].start == p) { spry_huge_free(seg); spry_purge_start_point(); return; }
+        if (spry_segment_pages(seg)[1].start == p) { spry_huge_free(seg); spry_purge_free_point(__builtin_return_address(0)); return; }
         spry_report_error("free", "invalid pointer", p);
         return;
     }

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
+#include <sys/auxv.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -134,6 +136,31 @@ void spry_os_wake_all(_Atomic(int) *addr) {
 
 void spry_os_yield(void) {
     sched_yield();
+}
+
+/* [lo, hi) once looked up; hi 0: not yet. Threads that look at once store
+ * the same values. */
+static _Atomic(uintptr_t) loader_lo, loader_hi;
+
+bool spry_os_in_loader(const void *code) {
+    uintptr_t hi = atomic_load_explicit(&loader_hi, memory_order_acquire);
+    if (!hi) {
+        uintptr_t base = (uintptr_t)getauxval(AT_BASE), lo = 1;
+        hi = 1;
+        if (base) {
+            const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+            const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+            for (unsigned i = 0; i < eh->e_phnum; i++)
+                if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X)) {
+                    lo = base + ph[i].p_vaddr;
+                    hi = lo + ph[i].p_memsz;
+                }
+        }
+        atomic_store_explicit(&loader_lo, lo, memory_order_relaxed);
+        atomic_store_explicit(&loader_hi, hi, memory_order_release);
+    }
+    uintptr_t lo = atomic_load_explicit(&loader_lo, memory_order_relaxed);
+    return (uintptr_t)code - lo < hi - lo;
 }
 
 static _Atomic(int) fence_refused;

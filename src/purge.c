@@ -29,8 +29,9 @@
  * thread's TLS vector), so it must not happen in the middle of an allocator
  * operation: spry_purge_notify only records the wish, and the thread starts
  * at spry_purge_start_point(), which the entry points call once their work is
- * done (end of a slow free or slow malloc, end of spry_trim). The state is
- * RUNNING before pthread_create, so a free inside it does not start another.
+ * done (end of a slow free or slow malloc, end of spry_trim), but for frees
+ * the dynamic loader makes (spry_purge_free_point). The state is RUNNING
+ * before pthread_create, so a free inside it does not start another.
  *
  * pass_lock serialises passes (thread, inline, spry_trim) and keeps fork out
  * of a pass: a pass holds dormant heaps detached and arena chunks marked busy
@@ -158,8 +159,9 @@ void spry_purge_start_point(void) {
     if (rc != 0) atomic_store(&purger_state, PURGER_UNAVAILABLE);
 }
 
-void spry_purge_wake(void) {
-    spry_purge_notify();
+void spry_purge_free_point(const void *caller) {
+    if (spry_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_WANTED)) return;
+    if (spry_os_in_loader(caller)) return;
     spry_purge_start_point();
 }
 

@@ -16,8 +16,13 @@ void spry_purge_notify(void);
 /* Starts the purge thread if a notify asked for it. Call only where no
  * allocator operation of this thread is under way (it allocates). */
 void spry_purge_start_point(void);
-/* Both: notify, then a start point (one call for the paths kept frameless). */
-void spry_purge_wake(void);
+/* The same at the end of a free, but for a free the dynamic loader made
+ * (`caller`: free's return address): it frees a thread's TLS at a join
+ * with glibc's stack-cache lock held, which pthread_create takes (a review:
+ * a fork child's join hung for good). The thread then starts at the next
+ * start point. Called by the slow paths free jumps to (alloc_fast.h: tail
+ * calls, so that their return address is free's). */
+void spry_purge_free_point(const void *caller);
 /* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
 void spry_purge_poll(void);
 /* True while purge passes may collect and scavenge owners' caches (a purge

@@ -238,7 +238,7 @@ void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
 
 void spry_page_empty(spry_page_t *page) {
     spry_page_release(page->heap, page);
-    spry_purge_start_point();
+    spry_purge_free_point(__builtin_return_address(0));
 }
 
 void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
