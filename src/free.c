@@ -46,7 +46,8 @@ static inline bool mark_freed(spry_page_t *page, void *p, bool owner) {
 
 /* The owner's block of a page the fast path does not take: full, 8-byte
  * blocks, or a large block. An emptied page goes back here, not through
- * spry_page_empty, which would note this file as free's caller. */
+ * spry_page_empty, which takes its return address (here) for free's caller
+ * (purge.h, spry_purge_free_point); free_checked's own follows. */
 static inline void free_owner(spry_page_t *page, spry_block_t *b, uintptr_t key) {
     if (key & SPRY_KEY_FULL) {
         spry_heap_free_full(page->heap, page, b);
