@@ -425,6 +425,15 @@ void spry_heap_collect(spry_heap_t *heap) {
     spry_heap_drop_caches(heap, 0, false);
 }
 
+bool spry_heaps_dormant_hold(void) {
+    bool hold = false;
+    spry_lock(&heaps_lock);
+    for (spry_heap_t *h = dormant.newest; h && !hold; h = h->dormant_next)
+        hold = atomic_load_explicit(&h->span_in_use, memory_order_relaxed) != 0;
+    spry_unlock(&heaps_lock);
+    return hold;
+}
+
 /* heaps_all only grows at its head and heaps are never freed, so the list
  * from its head on can be walked without the lock. */
 spry_heap_t *spry_heaps_list(void) {
@@ -511,6 +520,8 @@ void spry_heaps_fork_child(void) {
         atomic_store_explicit(&h->purge_urgent, 0, memory_order_relaxed);
         /* owners cut mid-call by fork left `busy` set (no pass ran) */
         atomic_store_explicit(&h->busy, 0, memory_order_relaxed);
+        /* a thread on its way out in the parent is not in the child */
+        atomic_store_explicit(&h->leaving, 0, memory_order_relaxed);
         atomic_store_explicit(&h->steal, 0, memory_order_relaxed);
         spry_inbox_rebuild(h);
     }

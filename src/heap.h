@@ -38,6 +38,9 @@ bool  spry_heaps_purge(bool force, bool collect);
 /* Every heap ever made, through all_next (dormant ones included); safe to
  * walk without a lock. */
 spry_heap_t *spry_heaps_list(void);
+/* Whether a dormant heap still has blocks in use: others may free them,
+ * and only a purge pass collects what they free (the purge thread stays). */
+bool spry_heaps_dormant_hold(void);
 /* Trims every heap marked over budget (the purge thread, on a kick). */
 void  spry_heaps_trim_urgent(void);
 

@@ -48,6 +48,7 @@ static void fork_child(void) {
 static void init_once_fn(void) {
     spry_options_init();
     spry_cpus = spry_os_cpu_count();
+    spry_os_find_loader();
     spry_heaps_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
+#include <string.h>
 
 void *spry_os_reserve(size_t size, size_t align) {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
@@ -138,29 +139,35 @@ void spry_os_yield(void) {
     sched_yield();
 }
 
-/* [lo, hi) once looked up; hi 0: not yet. Threads that look at once store
- * the same values. */
-static _Atomic(uintptr_t) loader_lo, loader_hi;
+/* [lo, hi): empty until found. */
+static uintptr_t loader_lo, loader_hi;
+
+static bool loader_named(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "ld-", 3) == 0;
+}
+
+static int loader_look(struct dl_phdr_info *info, size_t size, void *at_base) {
+    (void)size;
+    uintptr_t base = (uintptr_t)at_base;
+    if (base ? info->dlpi_addr != base : !(info->dlpi_name && loader_named(info->dlpi_name))) return 0;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            loader_lo = info->dlpi_addr + ph->p_vaddr;
+            loader_hi = loader_lo + ph->p_memsz;
+        }
+    }
+    return 1;
+}
+
+void spry_os_find_loader(void) {
+    dl_iterate_phdr(loader_look, (void *)getauxval(AT_BASE));
+}
 
 bool spry_os_in_loader(const void *code) {
-    uintptr_t hi = atomic_load_explicit(&loader_hi, memory_order_acquire);
-    if (!hi) {
-        uintptr_t base = (uintptr_t)getauxval(AT_BASE), lo = 1;
-        hi = 1;
-        if (base) {
-            const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
-            const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
-            for (unsigned i = 0; i < eh->e_phnum; i++)
-                if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X)) {
-                    lo = base + ph[i].p_vaddr;
-                    hi = lo + ph[i].p_memsz;
-                }
-        }
-        atomic_store_explicit(&loader_lo, lo, memory_order_relaxed);
-        atomic_store_explicit(&loader_hi, hi, memory_order_release);
-    }
-    uintptr_t lo = atomic_load_explicit(&loader_lo, memory_order_relaxed);
-    return (uintptr_t)code - lo < hi - lo;
+    return (uintptr_t)code - loader_lo < loader_hi - loader_lo;
 }
 
 static _Atomic(int) fence_refused;

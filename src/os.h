@@ -42,8 +42,11 @@ void     spry_os_wake(_Atomic(int) *addr);
 void     spry_os_wake_all(_Atomic(int) *addr);
 /* Lets another runnable thread of this CPU run first (sched_yield). */
 void     spry_os_yield(void);
-/* Whether `code` lies in the dynamic loader's code (ld.so's executable
- * segment, from AT_BASE; false in a static program). */
+/* Finds the dynamic loader's code (ld.so's executable segment: the object
+ * at AT_BASE, or, when ld.so was run as the program and AT_BASE is 0, the
+ * loaded object named ld-*; none in a static program). Once, at init. */
+void     spry_os_find_loader(void);
+/* Whether `code` lies in it. */
 bool     spry_os_in_loader(const void *code);
 /* Makes every running thread of the process execute a full memory barrier
  * before it returns (membarrier, private expedited); false when the kernel
