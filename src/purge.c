@@ -135,13 +135,16 @@ static void *purger_main(void *arg) {
         atomic_store(&purge_pending, 0);
         if (purge_pass(false, true)) continue;
         long idle = delay * PURGER_IDLE_DELAYS;
-        if (purger_idle(idle > PURGER_IDLE_MIN_MS ? idle : PURGER_IDLE_MIN_MS)) continue;
+        if (idle < PURGER_IDLE_MIN_MS) idle = PURGER_IDLE_MIN_MS;
+        bool work = purger_idle(idle);
         /* Blocks of exited threads may still be freed, and frees the
          * loader makes (a thread's TLS, at a join) could not start the
-         * thread again (spry_purge_free_point): it stays while there are
-         * such blocks (a review: 48 threads' 1 MiB of TLS each, freed at
-         * their joins after the thread had left, stayed resident). */
-        if (spry_heaps_dormant_hold()) continue;
+         * thread again (spry_purge_free_point): it stays, asleep, while
+         * there are such blocks (a review: 48 threads' 1 MiB of TLS each,
+         * freed at their joins after the thread had left, stayed
+         * resident). Their frees wake it (spry_purge_notify). */
+        while (!work && spry_heaps_dormant_hold()) work = purger_idle(idle);
+        if (work) continue;
         if (purger_leave()) return NULL;
     }
 }
