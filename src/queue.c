@@ -195,11 +195,16 @@ static bool page_park(spry_heap_t *heap, spry_page_t *page) {
     return true;
 }
 
-static void spare_give_back(spry_heap_t *heap, unsigned c) {
-    spry_page_t *page = heap->queues[c].spare;
-    heap->queues[c].spare = NULL;
+/* The class's spare, out of its place. */
+static spry_page_t *spare_unpark(spry_heap_t *heap, spry_page_queue_t *q) {
+    spry_page_t *page = q->spare;
+    q->spare = NULL;
     heap->spares--;
-    page_give_back(heap, page);
+    return page;
+}
+
+static void spare_give_back(spry_heap_t *heap, unsigned c) {
+    page_give_back(heap, spare_unpark(heap, &heap->queues[c]));
 }
 
 /* The owner's stores are plain: read as the scavenger reads the block
@@ -228,12 +233,16 @@ void spry_queues_age_spares(spry_heap_t *heap) {
 }
 
 /* A page still queued in the inbox waits for the drain, which will see it
- * empty. */
-void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
+ * empty. `park`: a class page may become its class's spare. */
+static void page_release(spry_heap_t *heap, spry_page_t *page, bool park) {
     if (page->kind == SPRY_PAGE_FREE) return;     /* already given back */
     if (atomic_load_explicit(&page->xfree, memory_order_acquire) & SPRY_XFREE_QUEUED) return;
-    if (page->kind == SPRY_PAGE_CLASS && page_park(heap, page)) return;
+    if (park && page->kind == SPRY_PAGE_CLASS && page_park(heap, page)) return;
     page_give_back(heap, page);
+}
+
+void spry_page_release(spry_heap_t *heap, spry_page_t *page) {
+    page_release(heap, page, true);
 }
 
 void spry_page_empty(spry_page_t *page) {
@@ -255,9 +264,7 @@ void spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) 
 /* The class's spare becomes its head (its blocks are all free) and gives
  * a block. */
 static void *spare_take(spry_heap_t *heap, spry_page_queue_t *q) {
-    spry_page_t *page = q->spare;
-    q->spare = NULL;
-    heap->spares--;
+    spry_page_t *page = spare_unpark(heap, q);
     atomic_fetch_add_explicit(&heap->spares_taken, 1, memory_order_relaxed);
     spry_key_set(page, spry_key_get(page) & ~SPRY_KEY_FULL);
     if (!page->free) spry_page_refill(page);
@@ -320,9 +327,7 @@ void spry_queues_release_empty(spry_heap_t *heap, unsigned from, bool watch) {
              * NOTIFY of a page that is not full. */
             if (watch) while (!xfree_set_notify(page, true)) spry_page_collect_remote(page);
             else spry_page_collect_remote(page);
-            if (page->used == 0 && !(atomic_load_explicit(&page->xfree, memory_order_acquire) &
-                                     SPRY_XFREE_QUEUED))
-                page_give_back(heap, page);
+            if (page->used == 0) page_release(heap, page, false);
             page = next;
         }
     }

@@ -16,6 +16,7 @@
  * fork_thread_churn SECONDS */
 #define _GNU_SOURCE
 #include "check.h"
+#include "threads.h"
 #include <spry.h>
 #include <pthread.h>
 #include <signal.h>
@@ -46,12 +47,6 @@ static void take_some(unsigned *s, int n) {
     }
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void *worker(void *arg);
 
 /* In the child: a thread of its own, joined, then out. */
@@ -67,19 +62,18 @@ static void fork_and_wait(unsigned s) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) child(s);
-    double t0 = now_s();
+    double t0 = threads_now_s();
     int status;
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
         CHECK(r >= 0);
         if (r == pid) break;
-        if (now_s() - t0 > CHILD_DEADLINE_S) {
+        if (threads_now_s() - t0 > CHILD_DEADLINE_S) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             CHECKF(0, "a fork child hung for %d s (its thread's join)", CHILD_DEADLINE_S);
         }
-        struct timespec ts = { 0, 5 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+        threads_sleep_ms(5);
     }
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a fork child failed: status %#x", status);
 }
@@ -122,10 +116,10 @@ int main(int argc, char **argv) {
     CHECK(pthread_create(&helpers[0], NULL, trimmer, NULL) == 0);
     for (int i = 1; i < 3; i++)
         CHECK(pthread_create(&helpers[i], NULL, filler, (void *)(uintptr_t)(77 + i)) == 0);
-    double end = now_s() + seconds;
+    double end = threads_now_s() + seconds;
     unsigned s = 1;
     long batches = 0;
-    while (now_s() < end) {
+    while (threads_now_s() < end) {
         pthread_t t[12];
         int k = 1 + (int)(next(&s) % 12);
         for (int i = 0; i < k; i++) CHECK(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)next(&s)) == 0);

@@ -72,6 +72,13 @@ static void *take_after_freeing(void *block) {
     return io;
 }
 
+/* got (a new thread's block) is in the segment of block `of`, of the heap
+ * it should have taken */
+static void expect_heap_of(const void *got, const void *of, int round, const char *which) {
+    CHECKF(segment_of(got) == segment_of(of), "round %d: the block %p is not in the segment of %s "
+           "(that of %p)", round, got, which, of);
+}
+
 int main(void) {
     spry_free(spry_malloc(16));         /* the main thread's own heap */
     for (int round = 0; round < 20; round++) {
@@ -82,10 +89,8 @@ int main(void) {
         holder_end(&o);
         holder_end(&a);
         holder_end(&c);
-        uintptr_t seg = segment_of(a.block);
         void *got = take_after_freeing(a.block);
-        CHECKF(segment_of(got) == seg, "round %d: the block %p is not in the segment of the "
-               "dormant heap's block it freed first (%p)", round, got, a.block);
+        expect_heap_of(got, a.block, round, "the dormant heap's block it freed first");
         spry_free(got);
         spry_free(o.block);
         spry_free(c.block);
@@ -97,10 +102,8 @@ int main(void) {
         holder_start(&n);
         holder_end(&o);
         holder_end(&n);
-        uintptr_t seg = segment_of(n.block);
         void *got = take_after_freeing(l.block);
-        CHECKF(segment_of(got) == seg, "round %d: the block %p is not in the newest dormant "
-               "heap's segment (that of %p)", round, got, n.block);
+        expect_heap_of(got, n.block, round, "the newest dormant heap's block");
         holder_end(&l);
         spry_free(got);
         spry_free(o.block);

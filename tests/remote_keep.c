@@ -19,6 +19,7 @@
  *   remote_keep trimmed    a head that spry_trim unpinned (below)
  *   remote_keep light      spares of an owner that takes no slow path (below) */
 #include "check.h"
+#include "threads.h"
 #include "printed_stats.h"
 #include <spry.h>
 #include <pthread.h>
@@ -76,12 +77,6 @@ static size_t in_use(void) {
     spry_stats_t s;
     spry_stats_get(&s);
     return s.in_use;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 /* After spry_trim, which unpins every head. A head whose blocks were live
@@ -151,15 +146,14 @@ static void light(void) {
     CHECK(pthread_join(t, NULL) == 0);
     collect_round();
     size_t start = in_use(), now = start;
-    double t0 = now_s();
-    while (now + CLASSES * 64 * KiB > start && now_s() - t0 < 60) {
+    double t0 = threads_now_s();
+    while (now + CLASSES * 64 * KiB > start && threads_now_s() - t0 < 60) {
         touch();
-        struct timespec ts = { 0, 20 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+        threads_sleep_ms(20);
         now = in_use();
     }
     CHECKF(now + CLASSES * 64 * KiB <= start, "spares kept: %zu KiB in use after %.0f s of light "
-           "work, %zu KiB before", now / KiB, now_s() - t0, start / KiB);
+           "work, %zu KiB before", now / KiB, threads_now_s() - t0, start / KiB);
 }
 
 int main(int argc, char **argv) {
@@ -198,18 +192,17 @@ int main(int argc, char **argv) {
     /* the spares age out: in use drops by at least a page a class of the
      * five (the spares of the last round), polled for up to 60 s */
     size_t aged_start = in_use(), now = aged_start;
-    double t0 = now_s();
-    while (now + CLASSES * 64 * KiB > aged_start && now_s() - t0 < 60) {
+    double t0 = threads_now_s();
+    while (now + CLASSES * 64 * KiB > aged_start && threads_now_s() - t0 < 60) {
         for (int i = 0; i < 32; i++) {
             void *p = spry_malloc(4 << 20);
             CHECK(p != NULL);
             spry_free(p);
         }
-        struct timespec ts = { 0, 20 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+        threads_sleep_ms(20);
         now = in_use();
     }
     CHECKF(now + CLASSES * 64 * KiB <= aged_start, "spares kept: %zu KiB in use after %.0f s of slow "
-           "paths, %zu KiB before", now / KiB, now_s() - t0, aged_start / KiB);
+           "paths, %zu KiB before", now / KiB, threads_now_s() - t0, aged_start / KiB);
     return 0;
 }

@@ -15,6 +15,7 @@
  * usage: tls_joins PATH-TO-libspry_test_tls.so */
 #define _GNU_SOURCE
 #include "check.h"
+#include "threads.h"
 #include "rss.h"
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,12 +32,6 @@ static void *run(void *arg) {
     return arg;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv) {
     CHECK(argc > 1);
     void *lib = dlopen(argv[1], RTLD_NOW);
@@ -49,16 +44,15 @@ int main(int argc, char **argv) {
     sleep(4);
     size_t before = rss_bytes();
     for (int i = 0; i < THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
-    double t0 = now_s();
+    double t0 = threads_now_s();
     size_t now = rss_bytes();
-    while (now > start + SLACK && now_s() - t0 < 30) {
-        struct timespec ts = { 0, 50 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+    while (now > start + SLACK && threads_now_s() - t0 < 30) {
+        threads_sleep_ms(50);
         now = rss_bytes();
     }
     CHECKF(now <= start + SLACK, "RSS %zu KiB %.0f s after the joins (%zu KiB before them, %zu at "
-           "the start)", now >> 10, now_s() - t0, before >> 10, start >> 10);
+           "the start)", now >> 10, threads_now_s() - t0, before >> 10, start >> 10);
     printf("tls_joins: RSS %zu KiB at the start, %zu with %d threads' TLS, %zu after their joins "
-           "(%.1f s)\n", start >> 10, before >> 10, THREADS, now >> 10, now_s() - t0);
+           "(%.1f s)\n", start >> 10, before >> 10, THREADS, now >> 10, threads_now_s() - t0);
     return 0;
 }
