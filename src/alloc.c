@@ -219,7 +219,7 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
     if (!p) return spry_malloc_inline(n);
     if (n == 0) return realloc_free(p);
     if (spry_unlikely(spry_chunk_kind(p) != SPRY_CHUNK_SEGMENT)) return realloc_outside(p, n);
-    spry_page_t *page = spry_page_of(spry_segment_of(p), p);
+    spry_page_t *page = spry_page_of(spry_segment_base(p), p);
     if (!page) return spry_foreign_realloc(p, n);
     uintptr_t key = spry_key_get(page);
     uintptr_t mine = key ^ spry_thread_key();       /* the flags when it is ours */

@@ -108,12 +108,11 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
         spry_free_special(p);
         return;
     }
-    /* The segment from the chunk number already in a register: one shift.
+    /* The segment's start from the chunk number already in a register: one shift.
      * (The empty asm keeps the compiler from turning it back into a mask of
      * p, which costs a register copy more.) */
     __asm__("" : "+r"(chunk));
-    spry_segment_t *seg = (spry_segment_t *)(chunk << SPRY_SEGMENT_SHIFT);
-    spry_page_t *page = spry_page_of(seg, p);
+    spry_page_t *page = spry_page_of((const uint8_t *)(chunk << SPRY_SEGMENT_SHIFT), p);
     uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */
     if (spry_unlikely(mine != 0)) {
         if (mine == SPRY_KEY_TINY) spry_free_tiny(p, page);

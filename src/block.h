@@ -12,7 +12,7 @@
  * chunks inside a huge block after its first). */
 static inline spry_page_t *spry_block_page(const void *p) {
     unsigned k = spry_chunk_kind(p);
-    if (spry_likely(k == SPRY_CHUNK_SEGMENT)) return spry_page_of(spry_segment_of(p), p);
+    if (spry_likely(k == SPRY_CHUNK_SEGMENT)) return spry_page_of(spry_segment_base(p), p);
     if (k >= SPRY_CHUNK_AREA) return spry_huge_area_page(p);
     if (k == SPRY_CHUNK_ALIGNED) return &spry_segment_pages(spry_aligned_huge_segment(p))[1];
     return NULL;

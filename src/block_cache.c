@@ -9,7 +9,7 @@
 #define CLASS_MAX   256
 
 static spry_page_t *page_of(const spry_block_t *b) {
-    return spry_page_of(spry_segment_of(b), b);
+    return spry_page_of(spry_segment_base(b), b);
 }
 
 /* The minimum of 16 only where the scavenger runs (a purge thread and the

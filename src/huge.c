@@ -548,12 +548,12 @@ static void *segment_alloc(size_t size, size_t align, bool zero) {
     size_t chunks = (lead + usable + SPRY_SEGMENT_SIZE - 1) >> SPRY_SEGMENT_SHIFT;
     spry_run_t run;
     if (!spry_arena_alloc(chunks, run_align, run_align ? lead : 0, &run)) return NULL;
-    spry_segment_t *seg = run.base;
-    uint8_t *block = (uint8_t *)seg + lead;
+    spry_segment_t *seg = spry_segment_at(run.base);
+    uint8_t *block = run.base + lead;
     if (!run.clean) {
         spry_segment_clear(seg, 2);
         /* A reused run: drop what lies beyond the block so it is not resident. */
-        uint8_t *tail = block + usable, *end = (uint8_t *)seg + chunks * SPRY_SEGMENT_SIZE;
+        uint8_t *tail = block + usable, *end = run.base + chunks * SPRY_SEGMENT_SIZE;
         if ((size_t)(end - tail) >= SPRY_SLICE_SIZE) {
             spry_os_purge(tail, (size_t)(end - tail));
             spry_stat_add(&spry_stat.purges, 1);
@@ -574,9 +574,9 @@ static void *segment_alloc(size_t size, size_t align, bool zero) {
     page->is_zero = run.clean;
     /* every other chunk of the run says "inside a huge block", so a wild
      * pointer there is reported rather than taken for another allocator's */
-    for (size_t i = 0; i < chunks; i++) chunk_map_set((uint8_t *)seg + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_INTERIOR);
+    for (size_t i = 0; i < chunks; i++) chunk_map_set(run.base + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_INTERIOR);
     if (run_align) chunk_map_set(block, SPRY_CHUNK_ALIGNED);
-    else chunk_map_set(seg, SPRY_CHUNK_SEGMENT);
+    else chunk_map_set(run.base, SPRY_CHUNK_SEGMENT);
     if (spry_option(SPRY_OPT_THP) && usable >= 2 * 1024 * 1024) spry_os_huge(block, usable);
     huge_link(seg);
     spry_stat_add(&spry_stat.huge_in_use, seg->size);
@@ -585,7 +585,7 @@ static void *segment_alloc(size_t size, size_t align, bool zero) {
 }
 
 static bool segment_resize(spry_segment_t *seg, spry_page_t *page, size_t size) {
-    size_t room = seg->size - (size_t)(page->start - (uint8_t *)seg);
+    size_t room = seg->size - (size_t)(page->start - spry_segment_base(seg));
     if (size > room) return false;
     /* Shrinking by a lot: give the tail's memory back now. */
     size_t keep = (size + SPRY_SLICE_SIZE - 1) & ~(SPRY_SLICE_SIZE - 1);
@@ -599,12 +599,13 @@ static bool segment_resize(spry_segment_t *seg, spry_page_t *page, size_t size) 
 
 void spry_huge_free(spry_segment_t *seg) {
     spry_page_t *page = &spry_segment_pages(seg)[1];
+    uint8_t *base = spry_segment_base(seg);
     huge_unlink(seg);
     for (size_t i = 0; i < seg->size >> SPRY_SEGMENT_SHIFT; i++)
-        chunk_map_set((uint8_t *)seg + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_FOREIGN);
+        chunk_map_set(base + i * SPRY_SEGMENT_SIZE, SPRY_CHUNK_FOREIGN);
     spry_stat_sub(&spry_stat.huge_in_use, seg->size);
     spry_stat_in_use_sub(seg->size);
-    spry_run_t run = { seg, seg->size >> SPRY_SEGMENT_SHIFT, false, seg->arena_dedicated != 0 };
+    spry_run_t run = { base, seg->size >> SPRY_SEGMENT_SHIFT, false, seg->arena_dedicated != 0 };
     page->kind = SPRY_PAGE_FREE;
     spry_arena_free(&run, true);
     if (!run.dedicated) spry_purge_notify();

@@ -113,7 +113,7 @@ static void slices_give(spry_heap_t *heap, spry_segment_t *seg, uint64_t bits) {
 static spry_segment_t *segment_create(spry_heap_t *heap) {
     spry_run_t run;
     if (!spry_arena_alloc(1, 0, 0, &run)) return NULL;
-    spry_segment_t *seg = run.base;
+    spry_segment_t *seg = spry_segment_at(run.base);
     if (!run.clean) spry_segment_clear(seg, SPRY_SLICES);
     /* A pointer into the header or a never used slice finds a page that is
      * FREE and keyed 0: free reports it instead of following NULL. */
@@ -137,10 +137,10 @@ static void segment_return(spry_heap_t *heap, spry_segment_t *seg) {
     chunk_map_set(seg, SPRY_CHUNK_FOREIGN);
     /* Its free slices are purged by now; the header goes too, so the arena
      * gets the chunk back clean. */
-    spry_run_t run = { seg, 1, false, false };
+    spry_run_t run = { spry_segment_base(seg), 1, false, false };
     spry_stat_sub(&spry_stat.segments, 1);
     spry_stat_in_use_sub(SPRY_SLICE_SIZE);
-    spry_os_purge(seg, SPRY_SLICE_SIZE);
+    spry_os_purge(run.base, SPRY_SLICE_SIZE);
     spry_arena_free(&run, false);
 }
 
@@ -199,7 +199,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
         spry_unlock(&heap->lock);
         cached->next = NULL;
         /* a class-0 page moved its start past its live bitmap */
-        cached->start = (uint8_t *)spry_segment_of(cached) + (size_t)page_slice(cached) * SPRY_SLICE_SIZE;
+        cached->start = spry_segment_base(cached) + (size_t)page_slice(cached) * SPRY_SLICE_SIZE;
         cached->is_zero = 0;
         cached->heap = heap;
         return cached;
@@ -233,7 +233,7 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
 
     spry_page_t *page = &spry_segment_pages(seg)[at];
     page->slice_count = (uint8_t)slices;
-    page->start = (uint8_t *)seg + (size_t)at * SPRY_SLICE_SIZE;
+    page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
     page->is_zero = was_dirty == 0;
     page->heap = heap;
     return page;
@@ -299,7 +299,7 @@ static bool heap_purge_locked(spry_heap_t *heap, bool force, bool tick, size_t t
             unsigned j = i;
             while (j < 64 && ((ripe >> j) & 1)) j++;
             size_t bytes = (size_t)(j - i) * SPRY_SLICE_SIZE;
-            spry_os_purge((uint8_t *)seg + (size_t)i * SPRY_SLICE_SIZE, bytes);
+            spry_os_purge(spry_segment_base(seg) + (size_t)i * SPRY_SLICE_SIZE, bytes);
             spry_stat_add(&spry_stat.purged_total, bytes);
             spry_stat_add(&spry_stat.purges, 1);
             heap_count(&heap->span_dirty, 0, bytes);

@@ -58,7 +58,7 @@ static inline void spry_segment_clear(spry_segment_t *seg, unsigned pages) {
 
 /* The segment of a block whose chunk-map value is SPRY_CHUNK_ALIGNED. */
 static inline spry_segment_t *spry_aligned_huge_segment(const void *p) {
-    return (spry_segment_t *)(((uintptr_t)p & ~(uintptr_t)SPRY_SEGMENT_MASK) - SPRY_SEGMENT_SIZE);
+    return spry_segment_at(spry_segment_base(p) - SPRY_SEGMENT_SIZE);
 }
 
 #endif
