@@ -108,9 +108,9 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
         spry_free_special(p);
         return;
     }
-    /* The segment's start from the chunk number already in a register: one shift.
-     * (The empty asm keeps the compiler from turning it back into a mask of
-     * p, which costs a register copy more.) */
+    /* The segment's start from the chunk number already in a register: one
+     * shift. (The empty asm keeps the compiler from turning it back into a
+     * mask of p, which costs a register copy more.) */
     __asm__("" : "+r"(chunk));
     spry_page_t *page = spry_page_of((const uint8_t *)(chunk << SPRY_SEGMENT_SHIFT), p);
     uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */

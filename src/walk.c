@@ -46,7 +46,8 @@ static inline void batch_add(walk_batch_t *b, void *block, size_t size) {
  * batch; returns where to resume when the batch fills, else 0. */
 static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t from,
                               walk_batch_t *batch) {
-    uint8_t *lo = spry_segment_base(seg) + SPRY_SLICE_SIZE, *hi = spry_segment_base(seg) + SPRY_SEGMENT_SIZE;
+    uint8_t *base = spry_segment_base(seg);
+    uint8_t *lo = base + SPRY_SLICE_SIZE, *hi = base + SPRY_SEGMENT_SIZE;
     uint8_t *start = page->start;
     size_t bs = page->block_size;
     bool tiny = page->class_idx == 0;
@@ -71,7 +72,7 @@ static uintptr_t class_gather(spry_segment_t *seg, spry_page_t *page, uintptr_t 
 /* The segment's live blocks at or above `from`; returns where to resume
  * when the batch fills, else the segment's end. */
 static uintptr_t segment_gather(spry_segment_t *seg, uintptr_t from, walk_batch_t *batch) {
-    uint8_t *hi = spry_segment_base(seg) + SPRY_SEGMENT_SIZE;
+    uint8_t *base = spry_segment_base(seg), *hi = base + SPRY_SEGMENT_SIZE;
     for (unsigned s = 1; s < SPRY_SLICES; s++) {
         spry_page_t *page = spry_segment_span_at(seg, s);
         if (!page) continue;
@@ -80,7 +81,7 @@ static uintptr_t segment_gather(spry_segment_t *seg, uintptr_t from, walk_batch_
             if (resume) return resume;
         } else if (page->kind == SPRY_PAGE_LARGE) {
             uint8_t *b = page->start;
-            if ((uintptr_t)b < from || b < spry_segment_base(seg) + SPRY_SLICE_SIZE || b + 16 > hi) continue;
+            if ((uintptr_t)b < from || b < base + SPRY_SLICE_SIZE || b + 16 > hi) continue;
             if (spry_block_marker(b) == page) continue;
             /* read once, after the marker: an owner freeing the block to
              * its segment clears the size before it takes the heap lock,
