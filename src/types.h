@@ -232,7 +232,7 @@ _Static_assert(sizeof(spry_segment_t) == 64, "the header's fixed part: one line"
  *   a churn of 128-256 KiB blocks (16 segments) missed the L1 on 1.1 lines
  *   a free before, 0.25 after; but 4,096 live blocks of 4-64 KiB (35
  *   segments) still missed the (8-way) L2 on 0.53 lines a free, 0.02 with
- *   64 colours, and ran 1.2x faster.
+ *   64 colours, and ran 1.04-1.5x faster (alternating runs, several sets).
  *   64 colours with the struct left at the start: every header's table and
  *   first descriptors left the struct's OS page, one more page resident a
  *   segment (64 threads of small blocks: 5.6 -> 6.0 MB). With the struct
