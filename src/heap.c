@@ -554,7 +554,24 @@ void spry_heaps_span_totals(size_t *in_use, size_t *dirty) {
     }
 }
 
-void spry_heaps_walk(spry_heap_walk_t *w) {
+/* A class page's figures (heap lock held; owner fields a snapshot). */
+static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p) {
+    size_t span = (size_t)p->slice_count * SPRY_SLICE_SIZE, bs = p->block_size;
+    /* the span's start: the blocks' may be a colour or bitmaps further */
+    uint8_t *base = spry_segment_base(p);
+    uint8_t *at = base + ((size_t)(p->start - base) & ~(SPRY_SLICE_SIZE - 1));
+    cw->pages++;
+    cw->spanned += span;
+    cw->resident += spry_os_resident(at, span);
+    /* blocks others freed count in `used` until the owner collects them */
+    size_t out = (size_t)(p->used - p->pinned) * bs;
+    size_t waiting = (size_t)spry_xfree_count(atomic_load_explicit(&p->xfree, memory_order_relaxed)) * bs;
+    cw->carved += (size_t)spry_page_capacity(p) * bs;
+    cw->in_use += out - (waiting < out ? waiting : out);
+    cw->waiting += waiting;
+}
+
+void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
     spry_heap_t *all = spry_heaps_list();
     for (spry_heap_t *h = all; h; h = h->all_next) {
         w->pages_made += atomic_load_explicit(&h->pages_made, memory_order_relaxed);
@@ -573,6 +590,7 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
                     if ((spry_key_get(p) & SPRY_KEY_FULL) && p->used) w->full_pages++;
                     w->class_bytes += (size_t)p->slice_count * SPRY_SLICE_SIZE;
                     w->used_bytes += (size_t)(p->used - p->pinned) * p->block_size;
+                    if (classes) class_walk_page(&classes[p->class_idx], p);
                 } else if (p->kind == SPRY_PAGE_LARGE) {
                     w->large_pages++;
                     w->used_bytes += p->used ? p->block_size : 0;
@@ -583,6 +601,14 @@ void spry_heaps_walk(spry_heap_walk_t *w) {
          * them (the owner may be changing the count: statistics only) */
         size_t cached = spry_bcache_bytes(h);
         w->used_bytes -= cached < w->used_bytes ? cached : w->used_bytes;
+        if (classes)
+            for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+                const spry_block_cache_t *bc = &h->bcache[c];
+                if (!bc->limit) continue;
+                size_t n = (size_t)(bc->limit - bc->room) * bc->block_size;
+                classes[c].cached += n;
+                classes[c].in_use -= n < classes[c].in_use ? n : classes[c].in_use;
+            }
         spry_unlock(&h->lock);
     }
 }

@@ -44,14 +44,25 @@ bool spry_heaps_dormant_hold(void);
 /* Trims every heap marked over budget (the purge thread, on a kick). */
 void  spry_heaps_trim_urgent(void);
 
+/* One size class over every heap, in bytes but for pages: what its pages
+ * span, how much of that is resident, carved (blocks put on lists so far),
+ * in use (handed out and not freed), in block caches, and freed by other
+ * threads but not yet collected by the owner (a census of where a class's
+ * memory is: carved = in use + cached + waiting + free on page lists). */
+typedef struct spry_class_walk {
+    size_t pages, spanned, resident, carved, in_use, cached, waiting;
+} spry_class_walk_t;
+
 typedef struct spry_heap_walk {
     size_t segments, free_slices, class_pages, full_pages, large_pages;
     size_t class_bytes, used_bytes;
     size_t pages_made, pages_given_back, spares_taken;   /* so far */
 } spry_heap_walk_t;
 /* Counts over every heap's segments (takes each heap lock in turn; the
- * owner-only fields read are a snapshot, good for statistics only). */
-void  spry_heaps_walk(spry_heap_walk_t *w);
+ * owner-only fields read are a snapshot, good for statistics only); with
+ * `classes` (SPRY_CLASS_COUNT entries, zeroed by the caller) also each
+ * class's figures, resident bytes asked of the kernel page by page. */
+void  spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes);
 /* Adds every heap's span counters (relaxed reads, no heap lock). */
 void  spry_heaps_span_totals(size_t *in_use, size_t *dirty);
 

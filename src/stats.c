@@ -4,6 +4,7 @@
 #include "fmt.h"
 #include "os.h"
 #include "heap.h"
+#include "sizeclass.h"
 #include "../include/spry.h"
 #include <string.h>
 #include <unistd.h>
@@ -210,6 +211,49 @@ static void out_option(stats_out_t *o, spry_option_t opt) {
     out_fmt(o, &f);
 }
 
+/* The size classes that have pages: a row each in text, an object keyed by
+ * the class's block size in JSON. */
+static void out_classes(stats_out_t *o, const spry_class_walk_t *cw) {
+    static const char *const names[] = { "pages", "spanned", "resident", "carved", "in_use", "cached",
+                                         "waiting" };
+    out_group_open(o, "classes", "spry size classes (pages; bytes spanned by them, resident, carved, "
+                                 "in use, in block caches, freed by other threads and not yet collected):\n");
+    for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+        const spry_class_walk_t *w = &cw[c];
+        if (!w->pages) continue;
+        size_t v[] = { w->pages, w->spanned, w->resident, w->carved, w->in_use, w->cached, w->waiting };
+        spry_fmt_t f; spry_fmt_init(&f);
+        if (o->json) {
+            spry_fmt_ulong(&f, spry_class_size(c));
+            char key[24];
+            size_t n = f.len < sizeof key - 1 ? f.len : sizeof key - 1;
+            memcpy(key, f.buf, n);
+            key[n] = 0;
+            out_group_open(o, key, NULL);
+            for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+                out_json_key(o, names[i]);
+                spry_fmt_init(&f);
+                spry_fmt_ulong(&f, v[i]);
+                out_fmt(o, &f);
+            }
+            out_group_close(o);
+            continue;
+        }
+        spry_fmt_str(&f, "  ");
+        spry_fmt_ulong(&f, spry_class_size(c));
+        spry_fmt_str(&f, " B:");
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            spry_fmt_str(&f, " ");
+            spry_fmt_str(&f, names[i]);
+            spry_fmt_str(&f, " ");
+            spry_fmt_ulong(&f, v[i]);
+        }
+        spry_fmt_str(&f, "\n");
+        out_fmt(o, &f);
+    }
+    out_group_close(o);
+}
+
 static void stats_write(int fd, bool json) {
     char small[OUT_SMALL];
     char *big = spry_os_reserve(OUT_BIG, 4096);
@@ -218,7 +262,11 @@ static void stats_write(int fd, bool json) {
     spry_stats_t s;
     stats_collect(&s);
     spry_heap_walk_t w = {0};
-    spry_heaps_walk(&w);
+    /* 6 KiB, off the stack like the big buffer (any thread may print);
+     * fresh from the kernel, so zeroed; no table when refused */
+    size_t classes_bytes = (SPRY_CLASS_COUNT * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095;
+    spry_class_walk_t *classes = spry_os_reserve(classes_bytes, 4096);
+    spry_heaps_walk(&w, classes);
     spry_fmt_t f; spry_fmt_init(&f);
     if (json) spry_fmt_str(&f, "{\"pid\":");
     else spry_fmt_str(&f, "spry statistics (pid ");
@@ -244,6 +292,10 @@ static void stats_write(int fd, bool json) {
     out_count(&o, "walk.", "pages_given_back", w.pages_given_back, "class pages whose span went back, so far");
     out_count(&o, "walk.", "spares_taken", w.spares_taken, "emptied class pages kept and taken again, so far");
     out_group_close(&o);
+    if (classes) {
+        out_classes(&o, classes);
+        spry_os_release(classes, classes_bytes);
+    }
     out_group_open(&o, "options", "spry options:\n");
     for (int i = 0; i < SPRY_OPT_COUNT; i++) out_option(&o, (spry_option_t)i);
     out_group_close(&o);

@@ -1,0 +1,103 @@
+/* stats_classes.c: the statistics' table of size classes (spry_stats_print,
+ * SPRY_STATS) says where each class's memory is. Run with the purge thread
+ * off, so that no purge pass collects between the frees and the census.
+ *
+ *  main mallocs 400 blocks of 3,000 B (class 3,072) and 100 of 40 B (class
+ *  48), writing all of each; frees 100 of the large ones itself; a thread
+ *  that never mallocs frees 50 more (remote frees the owner has not
+ *  collected: it mallocs nothing after them). Then, from the printed row of
+ *  each class:
+ *   class 3,072  in use exactly 250 blocks, waiting exactly 50, carved at
+ *                least 400, cached at most the 100 the owner freed, in use +
+ *                cached + waiting <= carved, spanned = pages x 64 KiB,
+ *                in use <= resident <= spanned
+ *   class 48     in use exactly 100 blocks, nothing waiting or cached */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "spry.h"
+#include "check.h"
+
+#define BIG 3000
+#define BIG_CLASS 3072
+#define SMALL 40
+#define SMALL_CLASS 48
+
+static void *big[400], *small[100];
+
+static void *remote_free(void *arg)
+{
+    (void)arg;
+    for (int i = 100; i < 150; i++) spry_free(big[i]);
+    return NULL;
+}
+
+typedef struct { size_t pages, spanned, resident, carved, in_use, cached, waiting; } row_t;
+
+/* The row of the class of `size` bytes in the printed statistics. */
+static row_t class_row(const char *text, size_t size)
+{
+    char head[32];
+    snprintf(head, sizeof head, "\n  %zu B:", size);
+    const char *s = strstr(text, head);
+    CHECKF(s != NULL, "no row for the class of %zu B in:\n%s", size, text);
+    row_t r;
+    int n = sscanf(s + strlen(head), " pages %zu spanned %zu resident %zu carved %zu in_use %zu cached %zu waiting %zu",
+                   &r.pages, &r.spanned, &r.resident, &r.carved, &r.in_use, &r.cached, &r.waiting);
+    CHECKF(n == 7, "the row of %zu B did not parse (%d fields): %.200s", size, n, s + 1);
+    return r;
+}
+
+int main(void)
+{
+    for (int i = 0; i < 400; i++) {
+        big[i] = spry_malloc(BIG);
+        CHECK(big[i] != NULL);
+        memset(big[i], 0x5a, BIG);
+    }
+    for (int i = 0; i < 100; i++) {
+        small[i] = spry_malloc(SMALL);
+        CHECK(small[i] != NULL);
+        memset(small[i], 0xa5, SMALL);
+    }
+    for (int i = 0; i < 100; i++) spry_free(big[i]);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, remote_free, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+
+    char path[] = "/tmp/spry-stats-classes-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    spry_stats_print(fd);
+    static char text[256 * 1024];
+    ssize_t len = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    CHECK(len > 0);
+    text[len] = 0;
+
+    row_t b = class_row(text, BIG_CLASS);
+    printf("%d B: pages %zu spanned %zu resident %zu carved %zu in_use %zu cached %zu waiting %zu\n", BIG_CLASS,
+           b.pages, b.spanned, b.resident, b.carved, b.in_use, b.cached, b.waiting);
+    CHECK_EQ(b.in_use, (size_t)250 * BIG_CLASS);
+    CHECK_EQ(b.waiting, (size_t)50 * BIG_CLASS);
+    CHECK_GE(b.carved, (size_t)400 * BIG_CLASS);
+    CHECK_LE(b.cached, (size_t)100 * BIG_CLASS);
+    CHECK_LE(b.in_use + b.cached + b.waiting, b.carved);
+    CHECK_GE(b.pages, (size_t)1);
+    CHECK_EQ(b.spanned, b.pages * 65536);
+    CHECK_LE(b.in_use, b.resident);
+    CHECK_LE(b.resident, b.spanned);
+
+    row_t s = class_row(text, SMALL_CLASS);
+    CHECK_EQ(s.in_use, (size_t)100 * SMALL_CLASS);
+    CHECK_EQ(s.waiting, (size_t)0);
+    CHECK_EQ(s.cached, (size_t)0);
+
+    for (int i = 150; i < 400; i++) spry_free(big[i]);
+    for (int i = 0; i < 100; i++) spry_free(small[i]);
+    return 0;
+}
