@@ -563,8 +563,10 @@ static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p) {
     cw->pages++;
     cw->spanned += span;
     cw->resident += spry_os_resident(at, span);
-    /* blocks others freed count in `used` until the owner collects them */
-    size_t out = (size_t)(p->used - p->pinned) * bs;
+    /* blocks others freed count in `used` until the owner collects them;
+     * a pin's two stores may be seen half done (statistics: clamped) */
+    uint32_t used = p->used, pinned = p->pinned;
+    size_t out = (size_t)(used > pinned ? used - pinned : 0) * bs;
     size_t waiting = (size_t)spry_xfree_count(atomic_load_explicit(&p->xfree, memory_order_relaxed)) * bs;
     cw->carved += (size_t)spry_page_capacity(p) * bs;
     cw->in_use += out - (waiting < out ? waiting : out);
@@ -603,12 +605,30 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
         w->used_bytes -= cached < w->used_bytes ? cached : w->used_bytes;
         if (classes)
             for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
+                /* a flush clears limit, then room, without the lock */
                 const spry_block_cache_t *bc = &h->bcache[c];
-                if (!bc->limit) continue;
-                size_t n = (size_t)(bc->limit - bc->room) * bc->block_size;
+                int count = (int)bc->limit - (int)bc->room;
+                if (count <= 0 || count > (int)bc->limit) continue;
+                size_t n = (size_t)count * bc->block_size;
                 classes[c].cached += n;
                 classes[c].in_use -= n < classes[c].in_use ? n : classes[c].in_use;
             }
         spry_unlock(&h->lock);
     }
+    /* Remote frees still in the freeing threads' outboxes (remote.c) are
+     * waiting too; their pages, counted above whichever heap owns them,
+     * stay mapped (class pages of arena segments), so a stale slot read
+     * here only misplaces a figure. */
+    if (classes)
+        for (spry_heap_t *h = all; h; h = h->all_next)
+            for (unsigned i = 0; i < SPRY_OUTBOX_SLOTS; i++) {
+                spry_page_t *p = __atomic_load_n(&h->outbox[i].page, __ATOMIC_RELAXED);
+                uint32_t count = __atomic_load_n(&h->outbox[i].count, __ATOMIC_RELAXED);
+                if (!p || !count || p->class_idx >= SPRY_CLASS_COUNT) continue;
+                spry_class_walk_t *cw = &classes[p->class_idx];
+                size_t n = (size_t)count * p->block_size;
+                if (n > cw->in_use) n = cw->in_use;
+                cw->in_use -= n;
+                cw->waiting += n;
+            }
 }
