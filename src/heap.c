@@ -554,8 +554,16 @@ void spry_heaps_span_totals(size_t *in_use, size_t *dirty) {
     }
 }
 
-/* A class page's figures (heap lock held; owner fields a snapshot). */
-static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p) {
+/* Bytes of a page's blocks handed out (remote frees not yet collected
+ * included; owner fields a snapshot: a pin's two stores may be seen half
+ * done, so clamped). */
+static size_t page_out_bytes(const spry_page_t *p) {
+    uint32_t used = p->used, pinned = p->pinned;
+    return (size_t)(used > pinned ? used - pinned : 0) * p->block_size;
+}
+
+/* A class page's figures (heap lock held); `out`: page_out_bytes. */
+static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p, size_t out) {
     size_t span = (size_t)p->slice_count * SPRY_SLICE_SIZE, bs = p->block_size;
     /* the span's start: the blocks' may be a colour or bitmaps further */
     uint8_t *base = spry_segment_base(p);
@@ -563,10 +571,7 @@ static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p) {
     cw->pages++;
     cw->spanned += span;
     cw->resident += spry_os_resident(at, span);
-    /* blocks others freed count in `used` until the owner collects them;
-     * a pin's two stores may be seen half done (statistics: clamped) */
-    uint32_t used = p->used, pinned = p->pinned;
-    size_t out = (size_t)(used > pinned ? used - pinned : 0) * bs;
+    /* blocks others freed count in `used` until the owner collects them */
     size_t waiting = (size_t)spry_xfree_count(atomic_load_explicit(&p->xfree, memory_order_relaxed)) * bs;
     cw->carved += (size_t)spry_page_capacity(p) * bs;
     cw->in_use += out - (waiting < out ? waiting : out);
@@ -591,8 +596,9 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
                     /* a spare (queue.c) is keyed FULL too, but empty */
                     if ((spry_key_get(p) & SPRY_KEY_FULL) && p->used) w->full_pages++;
                     w->class_bytes += (size_t)p->slice_count * SPRY_SLICE_SIZE;
-                    w->used_bytes += (size_t)(p->used - p->pinned) * p->block_size;
-                    if (classes) class_walk_page(&classes[p->class_idx], p);
+                    size_t out = page_out_bytes(p);
+                    w->used_bytes += out;
+                    if (classes) class_walk_page(&classes[p->class_idx], p, out);
                 } else if (p->kind == SPRY_PAGE_LARGE) {
                     w->large_pages++;
                     w->used_bytes += p->used ? p->block_size : 0;

@@ -225,11 +225,8 @@ static void out_classes(stats_out_t *o, const spry_class_walk_t *cw) {
         spry_fmt_t f; spry_fmt_init(&f);
         if (o->json) {
             spry_fmt_ulong(&f, spry_class_size(c));
-            char key[24];
-            size_t n = f.len < sizeof key - 1 ? f.len : sizeof key - 1;
-            memcpy(key, f.buf, n);
-            key[n] = 0;
-            out_group_open(o, key, NULL);
+            f.buf[f.len] = 0;                  /* the key: a few digits */
+            out_group_open(o, f.buf, NULL);
             for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
                 out_json_key(o, names[i]);
                 spry_fmt_init(&f);
