@@ -18,7 +18,8 @@ int spry_cpus = 1;
 
 /* Fork from a multi-threaded parent: every spry lock is taken before the
  * fork and released on both sides, so the child never inherits a lock held
- * by a thread that does not exist there. Order: purge pass, heaps, huge blocks, arena.
+ * by a thread that does not exist there. Order: purge pass, heaps, huge
+ * blocks, arena, the statistics' peak table.
  * From the moment all are held until the parent or child handler runs, the
  * forking thread may still allocate (atfork handlers registered before
  * spry's run then): see spry_fork_owner in lock.h. */
@@ -27,10 +28,12 @@ static void fork_prepare(void) {
     spry_heaps_fork_prepare();
     spry_huge_fork_prepare();
     spry_arena_fork_prepare();
+    spry_stats_fork_prepare();
     atomic_store_explicit(&spry_fork_owner, (uintptr_t)__builtin_thread_pointer(), memory_order_relaxed);
 }
 static void fork_parent(void) {
     atomic_store_explicit(&spry_fork_owner, 0, memory_order_relaxed);
+    spry_stats_fork_parent();
     spry_arena_fork_parent();
     spry_huge_fork_parent();
     spry_heaps_fork_parent();
@@ -39,6 +42,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
     atomic_store_explicit(&spry_fork_owner, 0, memory_order_relaxed);
     /* purge state first: adopting heaps frees memory and asks for a pass */
+    spry_stats_fork_child();
     spry_purge_fork_child();
     spry_huge_fork_child();
     spry_arena_fork_child();

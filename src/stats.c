@@ -5,11 +5,30 @@
 #include "os.h"
 #include "heap.h"
 #include "sizeclass.h"
+#include "lock.h"
 #include "../include/spry.h"
 #include <string.h>
 #include <unistd.h>
 
 spry_stat_counters_t spry_stat;
+
+/* The class table at the highest committed a purge pass saw, for the
+ * print: at exit the program has usually freed what it used, and the table
+ * of the moment says little about where its memory went at the peak. Taken
+ * only with SPRY_STATS set (a walk costs what a print does: each heap's lock
+ * in turn, the kernel asked once a class page), by the pass that sees
+ * committed above the last sample: at most one walk a pass, none once the
+ * peak stops rising. A program that never frees has no passes, and its
+ * table at exit is its peak. The samples are written under the pass lock
+ * (one writer); peak_lock guards the copy the print reads, and nothing else
+ * is taken while it is held. */
+#define CLASSES_BYTES ((SPRY_CLASS_COUNT * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095)
+static spry_lock_t peak_lock = SPRY_LOCK_INIT;
+static spry_class_walk_t *peak_walk;     /* the pass's own table, then copied */
+static spry_class_walk_t *peak_classes;  /* the last sample (peak_lock)      */
+static size_t peak_committed;            /* committed then; 0: none yet       */
+static uint64_t peak_ms;                 /* spry_os_now_ms() then             */
+static bool peak_refused;                /* the kernel refused the tables     */
 
 static void stat_sub_saturating(_Atomic(size_t) *c, size_t v) {
     /* Estimates can cross (a purge of memory already counted clean); never wrap. */
@@ -47,10 +66,41 @@ static void stats_collect(spry_stats_t *out) {
     if (out->committed > out->committed_peak) out->committed_peak = out->committed;
 }
 
+static void peak_sample(size_t committed) {
+    if (!peak_walk && !peak_refused) {
+        spry_class_walk_t *a = spry_os_reserve(CLASSES_BYTES, 4096), *b = spry_os_reserve(CLASSES_BYTES, 4096);
+        if (!a || !b) {
+            if (a) spry_os_release(a, CLASSES_BYTES);
+            if (b) spry_os_release(b, CLASSES_BYTES);
+            peak_refused = true;
+            return;
+        }
+        peak_walk = a;
+        spry_lock(&peak_lock);
+        peak_classes = b;
+        spry_unlock(&peak_lock);
+    }
+    if (!peak_walk) return;
+    memset(peak_walk, 0, CLASSES_BYTES);
+    spry_heap_walk_t w = {0};
+    spry_heaps_walk(&w, peak_walk);
+    spry_lock(&peak_lock);
+    memcpy(peak_classes, peak_walk, CLASSES_BYTES);
+    peak_committed = committed;
+    peak_ms = spry_os_now_ms();
+    spry_unlock(&peak_lock);
+}
+
 void spry_stat_sample_peak(void) {
     spry_stats_t s;
     stats_collect(&s);
+    /* peak_committed: written by this function only, under the pass lock */
+    if (spry_option(SPRY_OPT_STATS) && s.committed > peak_committed) peak_sample(s.committed);
 }
+
+void spry_stats_fork_prepare(void) { spry_lock(&peak_lock); }
+void spry_stats_fork_parent(void)  { spry_unlock(&peak_lock); }
+void spry_stats_fork_child(void)   { spry_lock_init(&peak_lock); }
 
 __attribute__((visibility("default")))
 void spry_stats_get(spry_stats_t *out) {
@@ -213,11 +263,10 @@ static void out_option(stats_out_t *o, spry_option_t opt) {
 
 /* The size classes that have pages: a row each in text, an object keyed by
  * the class's block size in JSON. */
-static void out_classes(stats_out_t *o, const spry_class_walk_t *cw) {
+static void out_classes(stats_out_t *o, const spry_class_walk_t *cw, const char *header) {
     static const char *const names[] = { "pages", "spanned", "resident", "carved", "in_use", "cached",
                                          "waiting" };
-    out_group_open(o, "classes", "spry size classes (pages; bytes spanned by them, resident, carved, "
-                                 "in use, in block caches, freed by other threads and not yet collected):\n");
+    out_group_open(o, "classes", header);
     for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
         const spry_class_walk_t *w = &cw[c];
         if (!w->pages) continue;
@@ -261,8 +310,7 @@ static void stats_write(int fd, bool json) {
     spry_heap_walk_t w = {0};
     /* 6 KiB, off the stack like the big buffer (any thread may print);
      * fresh from the kernel, so zeroed; no table when refused */
-    size_t classes_bytes = (SPRY_CLASS_COUNT * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095;
-    spry_class_walk_t *classes = spry_os_reserve(classes_bytes, 4096);
+    spry_class_walk_t *classes = spry_os_reserve(CLASSES_BYTES, 4096);
     spry_heaps_walk(&w, classes);
     spry_fmt_t f; spry_fmt_init(&f);
     if (json) spry_fmt_str(&f, "{\"pid\":");
@@ -290,8 +338,28 @@ static void stats_write(int fd, bool json) {
     out_count(&o, "walk.", "spares_taken", w.spares_taken, "emptied class pages kept and taken again, so far");
     out_group_close(&o);
     if (classes) {
-        out_classes(&o, classes);
-        spry_os_release(classes, classes_bytes);
+        out_classes(&o, classes, "spry size classes (pages; bytes spanned by them, resident, carved, in use, "
+                                 "in block caches, freed by other threads and not yet collected):\n");
+        /* the last sample, copied out: the print runs without the lock */
+        size_t committed = 0;
+        uint64_t at = 0;
+        spry_lock(&peak_lock);
+        if (peak_committed) {
+            memcpy(classes, peak_classes, CLASSES_BYTES);
+            committed = peak_committed;
+            at = peak_ms;
+        }
+        spry_unlock(&peak_lock);
+        if (committed) {
+            uint64_t now = spry_os_now_ms();
+            out_group_open(&o, "peak", "spry size classes at the highest committed a purge pass saw "
+                                       "(SPRY_STATS only; the same columns):\n");
+            out_figure(&o, "peak.", "committed", committed, "committed when the table below was taken");
+            out_count(&o, "peak.", "age_ms", now > at ? (size_t)(now - at) : 0, "milliseconds before this print");
+            out_classes(&o, classes, NULL);
+            out_group_close(&o);
+        }
+        spry_os_release(classes, CLASSES_BYTES);
     }
     out_group_open(&o, "options", "spry options:\n");
     for (int i = 0; i < SPRY_OPT_COUNT; i++) out_option(&o, (spry_option_t)i);

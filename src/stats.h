@@ -47,7 +47,13 @@ void spry_stat_dirty_sub(size_t v);
 /* The statistics at exit (SPRY_STATS): text or JSON, to stderr or
  * SPRY_STATS_FILE. */
 void spry_stats_at_exit(void);
-/* Updates committed_peak from the current totals (purge passes call it). */
+/* Updates committed_peak from the current totals (purge passes call it,
+ * under their lock); with SPRY_STATS set, a new peak also takes the class
+ * table that the print adds (stats.c). */
 void spry_stat_sample_peak(void);
+/* fork: the lock of that table's copy, taken last, released first. */
+void spry_stats_fork_prepare(void);
+void spry_stats_fork_parent(void);
+void spry_stats_fork_child(void);
 
 #endif
