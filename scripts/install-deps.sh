@@ -9,6 +9,8 @@ pkgs=(cmake make gcc g++ gcc-multilib g++-multilib pkg-config python3 python3-ma
 pkgs+=(libunwind-dev libdw-dev)
 # `make fuzz` builds its libFuzzer target with clang (gcc stays the compiler).
 pkgs+=(clang libclang-rt-dev)
+# stats_file checks that a statistics record is one write(2) with strace.
+pkgs+=(strace)
 # The preload test runs Python's own test suite: Debian ships it apart.
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
 [ -n "$pyver" ] && pkgs+=("libpython${pyver}-testsuite")

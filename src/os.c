@@ -43,12 +43,8 @@ void spry_os_purge(void *p, size_t size) {
     madvise(p, size, MADV_DONTNEED);
 }
 
-size_t spry_os_resident(void *p, size_t size) {
-    unsigned char vec[512];
-    size_t pages = size / 4096, n = 0;
-    if (pages > sizeof vec || mincore(p, size, vec) != 0) return 0;
-    for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
-    return n * 4096;
+bool spry_os_resident_map(void *p, size_t size, unsigned char *vec) {
+    return mincore(p, size, vec) == 0;
 }
 
 void spry_os_no_huge(void *p, size_t size) {

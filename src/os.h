@@ -24,9 +24,10 @@ void     spry_os_release(void *p, size_t size);
 void     spry_os_purge(void *p, size_t size);
 void     spry_os_no_huge(void *p, size_t size);
 void     spry_os_huge(void *p, size_t size);
-/* Bytes of [p, p + size) resident now (p and size multiples of 4 KiB; at
- * most 2 MiB a call); 0 when the kernel will not say. Statistics only. */
-size_t   spry_os_resident(void *p, size_t size);
+/* Which 4 KiB pages of [p, p + size) are resident now: bit 0 of vec[i]
+ * for page i (p and size multiples of 4 KiB); false when the kernel will
+ * not say. Statistics only. */
+bool     spry_os_resident_map(void *p, size_t size, unsigned char *vec);
 uint64_t spry_os_now_ms(void);
 void     spry_os_write(int fd, const char *s, size_t n);
 /* Opens a file for appending (created 0600 when missing, never truncated,

@@ -12,14 +12,15 @@
 
 spry_stat_counters_t spry_stat;
 
-/* The class table at the highest committed a purge pass saw, for the
- * print: at exit the program has usually freed what it used, and the table
- * of the moment says little about where its memory went at the peak. Taken
- * only with SPRY_STATS set (a walk costs what a print does: each heap's lock
- * in turn, the kernel asked once a class page), by the pass that sees
- * committed above the last sample: at most one walk a pass, none once the
- * peak stops rising. A program that never frees has no passes, and its
- * table at exit is its peak. The samples are written under the pass lock
+/* The class table at (within an eighth of) the highest committed a purge
+ * pass saw, for the print: at exit the program has usually freed what it
+ * used, and the table of the moment says little about where its memory
+ * went at the peak. Taken only with SPRY_STATS set (a walk costs what a
+ * print does: each heap's lock held while the kernel is asked about its
+ * pages, about 1 us a class page), by a pass that sees committed an eighth
+ * above the last sample: at most one walk a pass, none once the peak stops
+ * rising. A program that never frees has no passes, and its table at exit
+ * is its peak. The samples are written under the pass lock
  * (one writer); peak_lock guards the copy the print reads, and nothing else
  * is taken while it is held. */
 #define CLASSES_BYTES ((SPRY_CLASS_COUNT * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095)
@@ -94,8 +95,15 @@ static void peak_sample(size_t committed) {
 void spry_stat_sample_peak(void) {
     spry_stats_t s;
     stats_collect(&s);
-    /* peak_committed: written by this function only, under the pass lock */
-    if (spry_option(SPRY_OPT_STATS) && s.committed > peak_committed) peak_sample(s.committed);
+    /* peak_committed: written by this function only, under the pass lock.
+     * Again only once committed grew by an eighth: a walk of every heap
+     * took back to back (a pass longer than the delay is followed at once
+     * by the next; inline passes ran walks inside malloc one after another,
+     * 8 threads growing to 40,000 pages took 90 s instead of 0.7, a
+     * review), where now a run growing to N bytes walks about
+     * log(N) / log(9/8) times, all its walks costing about 9 times its last. */
+    if (spry_option(SPRY_OPT_STATS) && s.committed > peak_committed + peak_committed / 8)
+        peak_sample(s.committed);
 }
 
 void spry_stats_fork_prepare(void) { spry_lock(&peak_lock); }
@@ -111,11 +119,13 @@ void spry_stats_get(spry_stats_t *out) {
  * One record per call, text or one line of JSON, gathered in a buffer and
  * written with one write(2): processes sharing a stats file (a program and
  * its children) append whole records, each led by its pid. The buffer holds
- * the longest record (two path options of 4,095 bytes, each byte escaped to
- * 6 in JSON: 49 KiB and the figures); a record on an 8 KiB stack buffer
- * went out in two writes past it (a review). It is mapped for the call, off
- * the thread's stack; where the kernel refuses, the stack buffer serves. */
-#define OUT_BIG ((size_t)64 * 1024)
+ * the longest record: two path options of 4,095 bytes, each byte escaped to
+ * 6 in JSON (49 KiB), two class tables of every class with 20-digit
+ * figures (22 KiB each) and the rest (a few KiB). A record on an 8 KiB
+ * stack buffer went out in two writes past it, and one with the peak's
+ * table in 64 KiB (68 KiB: reviews). It is mapped for the call, off the
+ * thread's stack; where the kernel refuses, the stack buffer serves. */
+#define OUT_BIG ((size_t)128 * 1024)
 #define OUT_SMALL ((size_t)8 * 1024)
 
 typedef struct stats_out {

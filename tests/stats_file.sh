@@ -46,6 +46,31 @@ if command -v strace >/dev/null 2>&1; then
     writes=$(strace -f -e trace=write -o "$work/trace" env SPRY_STATS=2 SPRY_STATS_FILE="$deep" \
         SPRY_DEBUG_LOG="$long" LD_PRELOAD="$lib" /bin/true && grep -c '^[0-9]* *write(' "$work/trace")
     [ "$writes" = 1 ] || fail "the long record took $writes writes: $(grep write "$work/trace" | cut -c1-80)"
+    # the longest record: both path options 4,000 bytes that JSON escapes to
+    # 6 each, and two class tables (every class live at a trim, which takes
+    # the peak's table): 68 KiB went out in two writes past a 64 KiB buffer
+    # (a review)
+    ctl=$(head -c 250 /dev/zero | tr '\0' '\001')
+    mkdir "$work/$ctl"
+    esc=$work
+    while [ $((${#esc} + 270)) -lt 4080 ]; do esc="$esc/$ctl/.."; done
+    esc="$esc/esc.json"
+    writes=$(strace -f -e trace=write -P "$work/esc.json" -o "$work/trace" env SPRY_STATS=2 \
+        SPRY_STATS_FILE="$esc" SPRY_DEBUG_LOG="$(head -c 4000 /dev/zero | tr '\0' '\001')" LD_PRELOAD="$lib" \
+        /usr/bin/python3 -c 'import ctypes
+c = ctypes.CDLL(None)
+c.malloc.restype = ctypes.c_void_p
+keep, s = [], 8
+while s <= 262144:
+    keep.append(c.malloc(s))
+    s += 8 if s < 64 else s // 16
+c.malloc_trim(0)' && grep -c '^[0-9]* *write(' "$work/trace")
+    size=$(wc -c <"$work/esc.json")
+    [ "$size" -gt 65536 ] || fail "the longest record is only $size bytes"
+    [ "$writes" = 1 ] || fail "the longest record ($size bytes) took $writes writes"
+    /usr/bin/python3 -c 'import json, sys; r = json.loads(open(sys.argv[1], "rb").read().decode())
+assert len(r["peak"]["classes"]) > 90, len(r["peak"]["classes"])' "$work/esc.json" \
+        || fail "the longest record is not JSON with a full table at the peak"
 fi
 # a count is printed as a count however large (errors, purges, segments...
 # were shown in KiB too from 10,240 on): 11,999 double frees reported
