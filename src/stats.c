@@ -12,17 +12,17 @@
 
 spry_stat_counters_t spry_stat;
 
-/* The class table at (within an eighth of) the highest committed a purge
- * pass saw, for the print: at exit the program has usually freed what it
- * used, and the table of the moment says little about where its memory
- * went at the peak. Taken only with SPRY_STATS set (a walk costs what a
- * print does: each heap's lock held while the kernel is asked about its
- * pages, about 1 us a class page), by a pass that sees committed an eighth
- * above the last sample: at most one walk a pass, none once the peak stops
- * rising. A program that never frees has no passes, and its table at exit
- * is its peak. The samples are written under the pass lock
- * (one writer); peak_lock guards the copy the print reads, and nothing else
- * is taken while it is held. */
+/* The class table near the peak, for the print: at exit the program has
+ * usually freed what it used, and the table of the moment says little
+ * about where its memory went. Taken only with SPRY_STATS set (a walk costs
+ * what a print does: each heap's lock held while the kernel is asked about
+ * its segments, one call a segment), by a pass that sees committed an
+ * eighth above the last sample: at most one walk a pass, none once the peak
+ * stops rising, so the table is from within an eighth of the highest
+ * committed the passes saw. A program that never frees has no passes, and
+ * its table at exit is its peak. The samples are written under the pass
+ * lock (one writer); peak_lock guards the copy the print reads, and nothing
+ * else is taken while it is held. */
 #define CLASSES_BYTES ((SPRY_CLASS_COUNT * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095)
 static spry_lock_t peak_lock = SPRY_LOCK_INIT;
 static spry_class_walk_t *peak_walk;     /* the pass's own table, then copied */
@@ -362,8 +362,9 @@ static void stats_write(int fd, bool json) {
         spry_unlock(&peak_lock);
         if (committed) {
             uint64_t now = spry_os_now_ms();
-            out_group_open(&o, "peak", "spry size classes at the highest committed a purge pass saw "
-                                       "(SPRY_STATS only; the same columns):\n");
+            out_group_open(&o, "peak", "spry size classes near the peak (the last table a purge pass took, "
+                                       "each an eighth above the one before; SPRY_STATS only; the same "
+                                       "columns):\n");
             out_figure(&o, "peak.", "committed", committed, "committed when the table below was taken");
             out_count(&o, "peak.", "age_ms", now > at ? (size_t)(now - at) : 0, "milliseconds before this print");
             out_classes(&o, classes, NULL);

@@ -1,15 +1,15 @@
 /* stats_peak.c: with SPRY_STATS set, the statistics add the class table as
- * it was at the highest committed a purge pass saw, so that a print after
- * the program's frees still says where the memory went at its peak. Run
- * with the purge thread off: the passes are spry_trim's only, each taking
- * its sample before it purges.
+ * a purge pass saw it near the peak (committed an eighth above the table
+ * before), so that a print after the program's frees still says where the
+ * memory went at its peak. Run with the purge thread off: the passes are
+ * spry_trim's only, each taking its sample before it purges.
  *
  *  1,000 blocks of 3,000 B (class 3,072), trim: the sample; all freed,
  *  trim again (committed is no higher: no new sample). The print must show
  *  class 3,072 with nothing in use now, and at the peak exactly 1,000 blocks
  *  in use, nothing cached or waiting, with peak.committed at least their
- *  bytes. Then 3,000 blocks: a higher peak replaces the table (3,000 in
- *  use). A forked child prints the table it inherited (the lock of its copy
+ *  bytes. Then 3,000 blocks: a peak three times higher replaces the table
+ *  (3,000 in use). A forked child prints the table it inherited (the lock of its copy
  *  is taken across fork) and checks the same row.
  *
  *  With "absent" (run with SPRY_STATS=0) the print has no such table: the
@@ -25,7 +25,7 @@
 
 #define BIG 3000
 #define BIG_CLASS 3072
-#define PEAK_HEAD "spry size classes at the highest committed"
+#define PEAK_HEAD "spry size classes near the peak"
 
 static void *big[3000];
 
