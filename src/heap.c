@@ -562,17 +562,23 @@ static size_t page_out_bytes(const spry_page_t *p) {
     return (size_t)(used > pinned ? used - pinned : 0) * p->block_size;
 }
 
-/* A class page's figures (heap lock held); `out`: page_out_bytes;
- * `resident`: its segment's map of resident OS pages, or NULL. */
-static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p, size_t out, const unsigned char *resident) {
-    size_t span = (size_t)p->slice_count * SPRY_SLICE_SIZE, bs = p->block_size;
-    /* the span's start: the blocks' may be a colour or bitmaps further */
-    uint8_t *base = spry_segment_base(p);
-    size_t first = ((size_t)(p->start - base) & ~(SPRY_SLICE_SIZE - 1)) / SPRY_OS_PAGE;
-    cw->pages++;
-    cw->spanned += span;
+/* Adds `slices` slices from slice `first` of a segment to a row: spanned,
+ * and resident by the segment's map of resident OS pages (NULL: unknown). */
+static void walk_slices(spry_class_walk_t *cw, unsigned first, unsigned slices, const unsigned char *resident) {
+    const size_t per = SPRY_SLICE_SIZE / SPRY_OS_PAGE;
+    /* a span being set up may show the length of the descriptor's last use */
+    if (slices > SPRY_SLICES - first) slices = SPRY_SLICES - first;
+    cw->spanned += (size_t)slices * SPRY_SLICE_SIZE;
     if (resident)
-        for (size_t i = first; i < first + span / SPRY_OS_PAGE; i++) cw->resident += (resident[i] & 1) * SPRY_OS_PAGE;
+        for (size_t i = first * per; i < (first + slices) * per; i++) cw->resident += (resident[i] & 1) * SPRY_OS_PAGE;
+}
+
+/* A class page's figures (heap lock held); `out`: page_out_bytes. */
+static void class_walk_page(spry_class_walk_t *cw, spry_page_t *p, unsigned slice, size_t out,
+                            const unsigned char *resident) {
+    size_t bs = p->block_size;
+    cw->pages++;
+    walk_slices(cw, slice, p->slice_count, resident);
     /* blocks others freed count in `used` until the owner collects them */
     size_t waiting = (size_t)spry_xfree_count(atomic_load_explicit(&p->xfree, memory_order_relaxed)) * bs;
     cw->carved += (size_t)spry_page_capacity(p) * bs;
@@ -592,10 +598,22 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
              * the heap's lock, and sampled at each new peak (stats.c) one
              * call a page held owners up to 35-47 ms at 40,000 pages */
             unsigned char map[SPRY_SEGMENT_SIZE / SPRY_OS_PAGE];
-            bool mapped = classes && spry_os_resident_map(spry_segment_base(seg), SPRY_SEGMENT_SIZE, map);
+            const unsigned char *resident =
+                classes && spry_os_resident_map(spry_segment_base(seg), SPRY_SEGMENT_SIZE, map) ? map : NULL;
             w->segments++;
             w->free_slices += (size_t)__builtin_popcountll(seg->free_mask);
+            if (classes) {
+                classes[SPRY_WALK_HEADERS].pages++;
+                walk_slices(&classes[SPRY_WALK_HEADERS], 0, 1, resident);
+            }
             for (unsigned i = 1; i < SPRY_SLICES; i++) {
+                if ((seg->free_mask >> i) & 1) {
+                    if (classes) {
+                        classes[SPRY_WALK_FREE].pages++;
+                        walk_slices(&classes[SPRY_WALK_FREE], i, 1, resident);
+                    }
+                    continue;
+                }
                 spry_page_t *p = spry_segment_span_at(seg, i);
                 if (!p) continue;
                 if (p->kind == SPRY_PAGE_CLASS) {
@@ -605,10 +623,20 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
                     w->class_bytes += (size_t)p->slice_count * SPRY_SLICE_SIZE;
                     size_t out = page_out_bytes(p);
                     w->used_bytes += out;
-                    if (classes) class_walk_page(&classes[p->class_idx], p, out, mapped ? map : NULL);
+                    if (classes) class_walk_page(&classes[p->class_idx], p, i, out, resident);
                 } else if (p->kind == SPRY_PAGE_LARGE) {
                     w->large_pages++;
-                    w->used_bytes += p->used ? p->block_size : 0;
+                    size_t out = p->used ? p->block_size : 0;
+                    w->used_bytes += out;
+                    if (classes) {
+                        classes[SPRY_WALK_LARGE].pages++;
+                        classes[SPRY_WALK_LARGE].in_use += out;
+                        walk_slices(&classes[SPRY_WALK_LARGE], i, p->slice_count, resident);
+                    }
+                } else if (p->kind == SPRY_PAGE_FREE && classes) {
+                    /* a span in the heap's span cache: in no page */
+                    classes[SPRY_WALK_FREE].pages += p->slice_count;
+                    walk_slices(&classes[SPRY_WALK_FREE], i, p->slice_count, resident);
                 }
             }
         }

@@ -52,6 +52,12 @@ void  spry_heaps_trim_urgent(void);
 typedef struct spry_class_walk {
     size_t pages, spanned, resident, carved, in_use, cached, waiting;
 } spry_class_walk_t;
+/* The census's rows past the classes, so that it accounts for all of the
+ * segments: the spans of large blocks (live, or kept whole for reuse;
+ * in_use: the live ones' bytes), the slices in no page (free, or in a span
+ * cached for reuse; pages: slices), and the segments' header slices
+ * (pages: segments). Only pages, spanned, resident and in_use. */
+enum { SPRY_WALK_LARGE = SPRY_CLASS_COUNT, SPRY_WALK_FREE, SPRY_WALK_HEADERS, SPRY_WALK_ROWS };
 
 typedef struct spry_heap_walk {
     size_t segments, free_slices, class_pages, full_pages, large_pages;
@@ -60,8 +66,9 @@ typedef struct spry_heap_walk {
 } spry_heap_walk_t;
 /* Counts over every heap's segments (takes each heap lock in turn; the
  * owner-only fields read are a snapshot, good for statistics only); with
- * `classes` (SPRY_CLASS_COUNT entries, zeroed by the caller) also each
- * class's figures, resident bytes asked of the kernel page by page. */
+ * `classes` (SPRY_WALK_ROWS entries, zeroed by the caller) also each
+ * class's figures and the rows past them, resident bytes asked of the
+ * kernel once a segment. */
 void  spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes);
 /* Adds every heap's span counters (relaxed reads, no heap lock). */
 void  spry_heaps_span_totals(size_t *in_use, size_t *dirty);

@@ -23,7 +23,7 @@ spry_stat_counters_t spry_stat;
  * its table at exit is its peak. The samples are written under the pass
  * lock (one writer); peak_lock guards the copy the print reads, and nothing
  * else is taken while it is held. */
-#define CLASSES_BYTES ((SPRY_CLASS_COUNT * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095)
+#define CLASSES_BYTES ((SPRY_WALK_ROWS * sizeof(spry_class_walk_t) + 4095) & ~(size_t)4095)
 static spry_lock_t peak_lock = SPRY_LOCK_INIT;
 static spry_class_walk_t *peak_walk;     /* the pass's own table, then copied */
 static spry_class_walk_t *peak_classes;  /* the last sample (peak_lock)      */
@@ -271,8 +271,50 @@ static void out_option(stats_out_t *o, spry_option_t opt) {
     out_fmt(o, &f);
 }
 
+/* The segments' memory outside the classes (heap.h, SPRY_WALK_LARGE..):
+ * with the classes' rows it accounts for every resident byte of the
+ * segments. A row each in text, "spans": {"large": {...}, ...} in JSON. */
+static void out_spans(stats_out_t *o, const spry_class_walk_t *cw) {
+    static const struct { unsigned row; const char *name, *count; } rows[] = {
+        { SPRY_WALK_LARGE, "large", "spans" },      /* of large blocks, live or kept */
+        { SPRY_WALK_FREE, "free", "slices" },       /* in no page */
+        { SPRY_WALK_HEADERS, "headers", "segments" },
+    };
+    out_group_open(o, "spans", NULL);
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        const spry_class_walk_t *w = &cw[rows[r].row];
+        if (!w->pages) continue;
+        const char *names[] = { rows[r].count, "spanned", "resident", "in_use" };
+        size_t v[] = { w->pages, w->spanned, w->resident, w->in_use };
+        size_t n = rows[r].row == SPRY_WALK_LARGE ? 4 : 3;
+        spry_fmt_t f; spry_fmt_init(&f);
+        if (o->json) {
+            out_group_open(o, rows[r].name, NULL);
+            for (size_t i = 0; i < n; i++) {
+                out_json_key(o, names[i]);
+                spry_fmt_ulong(&f, v[i]);
+                out_fmt(o, &f);
+            }
+            out_group_close(o);
+            continue;
+        }
+        spry_fmt_str(&f, "  ");
+        spry_fmt_str(&f, rows[r].name);
+        spry_fmt_str(&f, ":");
+        for (size_t i = 0; i < n; i++) {
+            spry_fmt_str(&f, " ");
+            spry_fmt_str(&f, names[i]);
+            spry_fmt_str(&f, " ");
+            spry_fmt_ulong(&f, v[i]);
+        }
+        spry_fmt_str(&f, "\n");
+        out_fmt(o, &f);
+    }
+    out_group_close(o);
+}
+
 /* The size classes that have pages: a row each in text, an object keyed by
- * the class's block size in JSON. */
+ * the class's block size in JSON; then the segments' other memory. */
 static void out_classes(stats_out_t *o, const spry_class_walk_t *cw, const char *header) {
     static const char *const names[] = { "pages", "spanned", "resident", "carved", "in_use", "cached",
                                          "waiting" };
@@ -308,6 +350,7 @@ static void out_classes(stats_out_t *o, const spry_class_walk_t *cw, const char 
         out_fmt(o, &f);
     }
     out_group_close(o);
+    out_spans(o, cw);
 }
 
 static void stats_write(int fd, bool json) {
@@ -349,7 +392,9 @@ static void stats_write(int fd, bool json) {
     out_group_close(&o);
     if (classes) {
         out_classes(&o, classes, "spry size classes (pages; bytes spanned by them, resident, carved, in use, "
-                                 "in block caches, freed by other threads and not yet collected):\n");
+                                 "in block caches, freed by other threads and not yet collected), then the "
+                                 "segments' other slices (large blocks' spans, live or kept; slices in no "
+                                 "page; headers):\n");
         /* the last sample, copied out: the print runs without the lock */
         size_t committed = 0;
         uint64_t at = 0;
