@@ -563,14 +563,16 @@ static size_t page_out_bytes(const spry_page_t *p) {
 }
 
 /* Adds `slices` slices from slice `first` of a segment to a row: spanned,
- * and resident by the segment's map of resident OS pages (NULL: unknown). */
-static void walk_slices(spry_class_walk_t *cw, unsigned first, unsigned slices, const unsigned char *resident) {
+ * and resident by the segment's map of resident OS pages (NULL: unknown);
+ * returns the slices counted. */
+static unsigned walk_slices(spry_class_walk_t *cw, unsigned first, unsigned slices, const unsigned char *resident) {
     const size_t per = SPRY_SLICE_SIZE / SPRY_OS_PAGE;
-    /* a span being set up may show the length of the descriptor's last use */
+    /* never past the segment, whatever a racy read says */
     if (slices > SPRY_SLICES - first) slices = SPRY_SLICES - first;
     cw->spanned += (size_t)slices * SPRY_SLICE_SIZE;
     if (resident)
         for (size_t i = first * per; i < (first + slices) * per; i++) cw->resident += (resident[i] & 1) * SPRY_OS_PAGE;
+    return slices;
 }
 
 /* A class page's figures (heap lock held); `out`: page_out_bytes. */
@@ -629,14 +631,18 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
                     size_t out = p->used ? p->block_size : 0;
                     w->used_bytes += out;
                     if (classes) {
+                        /* freed by another thread: on the page's remote
+                         * list until the owner drains its inbox */
+                        bool waiting = spry_xfree_list(atomic_load_explicit(&p->xfree, memory_order_relaxed));
                         classes[SPRY_WALK_LARGE].pages++;
-                        classes[SPRY_WALK_LARGE].in_use += out;
+                        classes[SPRY_WALK_LARGE].in_use += waiting ? 0 : out;
+                        classes[SPRY_WALK_LARGE].waiting += waiting ? out : 0;
                         walk_slices(&classes[SPRY_WALK_LARGE], i, p->slice_count, resident);
                     }
                 } else if (p->kind == SPRY_PAGE_FREE && classes) {
-                    /* a span in the heap's span cache: in no page */
-                    classes[SPRY_WALK_FREE].pages += p->slice_count;
-                    walk_slices(&classes[SPRY_WALK_FREE], i, p->slice_count, resident);
+                    /* a span kept whole for reuse (the hot cache of large
+                     * spans, the span cache) or being set up: in no page */
+                    classes[SPRY_WALK_FREE].pages += walk_slices(&classes[SPRY_WALK_FREE], i, p->slice_count, resident);
                 }
             }
         }

@@ -53,10 +53,11 @@ typedef struct spry_class_walk {
     size_t pages, spanned, resident, carved, in_use, cached, waiting;
 } spry_class_walk_t;
 /* The census's rows past the classes, so that it accounts for all of the
- * segments: the spans of large blocks (live, or kept whole for reuse;
- * in_use: the live ones' bytes), the slices in no page (free, or in a span
- * cached for reuse; pages: slices), and the segments' header slices
- * (pages: segments). Only pages, spanned, resident and in_use. */
+ * segments: the spans of large blocks not yet freed (in_use: their bytes;
+ * waiting: freed by another thread, not yet collected), the slices in no
+ * page (free, or in a span kept whole for reuse; pages: slices), and the
+ * segments' header slices (pages: segments). Only pages, spanned,
+ * resident, in_use and waiting. */
 enum { SPRY_WALK_LARGE = SPRY_CLASS_COUNT, SPRY_WALK_FREE, SPRY_WALK_HEADERS, SPRY_WALK_ROWS };
 
 typedef struct spry_heap_walk {

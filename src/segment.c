@@ -228,11 +228,14 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
         segment_unlink(heap, seg);
         segment_link(heap, seg);
     }
-    uint64_t was_dirty = slices_take(heap, seg, (unsigned)at, slices, &spry_segment_pages(seg)[at]);
+    spry_page_t *page = &spry_segment_pages(seg)[at];
+    uint64_t was_dirty = slices_take(heap, seg, (unsigned)at, slices, page);
+    /* its length with its slices, under the lock: a statistics walk
+     * (heap.c) between the two took the length of the descriptor's last
+     * use and counted slices twice or not at all (a review) */
+    page->slice_count = (uint8_t)slices;
     spry_unlock(&heap->lock);
 
-    spry_page_t *page = &spry_segment_pages(seg)[at];
-    page->slice_count = (uint8_t)slices;
     page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
     page->is_zero = was_dirty == 0;
     page->heap = heap;

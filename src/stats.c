@@ -276,17 +276,17 @@ static void out_option(stats_out_t *o, spry_option_t opt) {
  * segments. A row each in text, "spans": {"large": {...}, ...} in JSON. */
 static void out_spans(stats_out_t *o, const spry_class_walk_t *cw) {
     static const struct { unsigned row; const char *name, *count; } rows[] = {
-        { SPRY_WALK_LARGE, "large", "spans" },      /* of large blocks, live or kept */
-        { SPRY_WALK_FREE, "free", "slices" },       /* in no page */
+        { SPRY_WALK_LARGE, "large", "spans" },      /* of large blocks not yet freed */
+        { SPRY_WALK_FREE, "free", "slices" },       /* in no page, kept spans too */
         { SPRY_WALK_HEADERS, "headers", "segments" },
     };
     out_group_open(o, "spans", NULL);
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         const spry_class_walk_t *w = &cw[rows[r].row];
         if (!w->pages) continue;
-        const char *names[] = { rows[r].count, "spanned", "resident", "in_use" };
-        size_t v[] = { w->pages, w->spanned, w->resident, w->in_use };
-        size_t n = rows[r].row == SPRY_WALK_LARGE ? 4 : 3;
+        const char *names[] = { rows[r].count, "spanned", "resident", "in_use", "waiting" };
+        size_t v[] = { w->pages, w->spanned, w->resident, w->in_use, w->waiting };
+        size_t n = rows[r].row == SPRY_WALK_LARGE ? 5 : 3;
         spry_fmt_t f; spry_fmt_init(&f);
         if (o->json) {
             out_group_open(o, rows[r].name, NULL);
@@ -393,8 +393,8 @@ static void stats_write(int fd, bool json) {
     if (classes) {
         out_classes(&o, classes, "spry size classes (pages; bytes spanned by them, resident, carved, in use, "
                                  "in block caches, freed by other threads and not yet collected), then the "
-                                 "segments' other slices (large blocks' spans, live or kept; slices in no "
-                                 "page; headers):\n");
+                                 "segments' other slices (large blocks' spans; slices in no page, free or "
+                                 "kept for reuse; headers):\n");
         /* the last sample, copied out: the print runs without the lock */
         size_t committed = 0;
         uint64_t at = 0;

@@ -14,11 +14,12 @@
  *                cached + waiting <= carved, spanned = pages x 64 KiB,
  *                in use <= resident <= spanned
  *   class 48     in use exactly 100 blocks, nothing waiting or cached
- *  It also mallocs 4 large blocks of 1 MiB, writes them and frees 3: the
- *  rows past the classes must show the live one's bytes in use (the
- *  spans of large blocks), at least the 4 MiB written resident in large
- *  spans and slices in no page (freed, not purged: no purge thread), and
- *  the segments' headers resident. */
+ *  It also mallocs 5 large blocks of 1 MiB, writes them and frees 3; the
+ *  thread that never mallocs frees the fifth (on its page's remote list:
+ *  counted in use before a review). The rows past the classes must show
+ *  the spans of large blocks with 1 MiB in use and 1 MiB waiting, at least
+ *  the 5 MiB written resident in large spans and slices in no page (freed,
+ *  not purged: no purge thread), and the segments' headers resident. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +34,13 @@
 #define SMALL 40
 #define SMALL_CLASS 48
 
-static void *big[400], *small[100], *large[4];
+static void *big[400], *small[100], *large[5];
 
 static void *remote_free(void *arg)
 {
     (void)arg;
     for (int i = 100; i < 150; i++) spry_free(big[i]);
+    spry_free(large[4]);
     return NULL;
 }
 
@@ -73,21 +75,22 @@ static row_t class_row(const char *text, size_t size)
 }
 
 /* A row past the classes ("large", "free", "headers"): its figures after
- * the name (3 or 4, by `want`), or CHECK fails. */
+ * the name (3, or 5 for large, by `want`), or CHECK fails. */
 static void span_row(const char *text, const char *name, const char *count, size_t *v, int want)
 {
     char head[48];
     snprintf(head, sizeof head, "\n  %s: %s ", name, count);
     const char *s = strstr(text, head);
     CHECKF(s != NULL, "no row %s in:\n%s", name, text);
-    v[3] = 0;
-    int n = sscanf(s + strlen(head), "%zu spanned %zu resident %zu in_use %zu", &v[0], &v[1], &v[2], &v[3]);
+    v[3] = v[4] = 0;
+    int n = sscanf(s + strlen(head), "%zu spanned %zu resident %zu in_use %zu waiting %zu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4]);
     CHECKF(n >= want, "the row %s did not parse (%d fields): %.200s", name, n, s + 1);
 }
 
 int main(void)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         large[i] = spry_malloc(1 << 20);
         CHECK(large[i] != NULL);
         memset(large[i], 0x3c, 1 << 20);
@@ -143,16 +146,17 @@ int main(void)
     CHECK_EQ(s.waiting, (size_t)0);
     CHECK_EQ(s.cached, (size_t)0);
 
-    size_t l[4], fr[4], h[4];
-    span_row(text, "large", "spans", l, 4);
+    size_t l[5], fr[5], h[5];
+    span_row(text, "large", "spans", l, 5);
     span_row(text, "free", "slices", fr, 3);
     span_row(text, "headers", "segments", h, 3);
-    printf("large: spans %zu spanned %zu resident %zu in_use %zu; free: slices %zu resident %zu; "
-           "headers: segments %zu resident %zu\n", l[0], l[1], l[2], l[3], fr[0], fr[2], h[0], h[2]);
+    printf("large: spans %zu spanned %zu resident %zu in_use %zu waiting %zu; free: slices %zu resident %zu; "
+           "headers: segments %zu resident %zu\n", l[0], l[1], l[2], l[3], l[4], fr[0], fr[2], h[0], h[2]);
     CHECK_EQ(l[3], (size_t)1 << 20);
-    CHECK_GE(l[2], (size_t)1 << 20);
+    CHECK_EQ(l[4], (size_t)1 << 20);
+    CHECK_GE(l[2], (size_t)2 << 20);
     CHECK_LE(l[2], l[1]);
-    CHECK_GE(l[2] + fr[2], (size_t)4 << 20);
+    CHECK_GE(l[2] + fr[2], (size_t)5 << 20);
     CHECK_EQ(fr[1], fr[0] * 65536);
     CHECK_GE(h[0], (size_t)1);
     CHECK_EQ(h[1], h[0] * 65536);
