@@ -271,6 +271,34 @@ static void out_option(stats_out_t *o, spry_option_t opt) {
     out_fmt(o, &f);
 }
 
+/* One row of the census: "  <label>: name v name v ..." in text, the
+ * object "<key>": {"name": v, ...} in JSON. */
+static void out_row(stats_out_t *o, const char *key, const char *label, const char *const *names,
+                    const size_t *v, size_t n) {
+    spry_fmt_t f; spry_fmt_init(&f);
+    if (o->json) {
+        out_group_open(o, key, NULL);
+        for (size_t i = 0; i < n; i++) {
+            out_json_key(o, names[i]);
+            spry_fmt_ulong(&f, v[i]);
+            out_fmt(o, &f);
+        }
+        out_group_close(o);
+        return;
+    }
+    spry_fmt_str(&f, "  ");
+    spry_fmt_str(&f, label);
+    spry_fmt_str(&f, ":");
+    for (size_t i = 0; i < n; i++) {
+        spry_fmt_str(&f, " ");
+        spry_fmt_str(&f, names[i]);
+        spry_fmt_str(&f, " ");
+        spry_fmt_ulong(&f, v[i]);
+    }
+    spry_fmt_str(&f, "\n");
+    out_fmt(o, &f);
+}
+
 /* The segments' memory outside the classes (heap.h, SPRY_WALK_LARGE..):
  * with the classes' rows it accounts for every resident byte of the
  * segments. A row each in text, "spans": {"large": {...}, ...} in JSON. */
@@ -286,35 +314,14 @@ static void out_spans(stats_out_t *o, const spry_class_walk_t *cw) {
         if (!w->pages) continue;
         const char *names[] = { rows[r].count, "spanned", "resident", "in_use", "waiting" };
         size_t v[] = { w->pages, w->spanned, w->resident, w->in_use, w->waiting };
-        size_t n = rows[r].row == SPRY_WALK_LARGE ? 5 : 3;
-        spry_fmt_t f; spry_fmt_init(&f);
-        if (o->json) {
-            out_group_open(o, rows[r].name, NULL);
-            for (size_t i = 0; i < n; i++) {
-                out_json_key(o, names[i]);
-                spry_fmt_ulong(&f, v[i]);
-                out_fmt(o, &f);
-            }
-            out_group_close(o);
-            continue;
-        }
-        spry_fmt_str(&f, "  ");
-        spry_fmt_str(&f, rows[r].name);
-        spry_fmt_str(&f, ":");
-        for (size_t i = 0; i < n; i++) {
-            spry_fmt_str(&f, " ");
-            spry_fmt_str(&f, names[i]);
-            spry_fmt_str(&f, " ");
-            spry_fmt_ulong(&f, v[i]);
-        }
-        spry_fmt_str(&f, "\n");
-        out_fmt(o, &f);
+        out_row(o, rows[r].name, rows[r].name, names, v, rows[r].row == SPRY_WALK_LARGE ? 5 : 3);
     }
     out_group_close(o);
 }
 
-/* The size classes that have pages: a row each in text, an object keyed by
- * the class's block size in JSON; then the segments' other memory. */
+/* The size classes that have pages: a row each in text ("3072 B"), an
+ * object keyed by the class's block size in JSON; then the segments'
+ * other memory. */
 static void out_classes(stats_out_t *o, const spry_class_walk_t *cw, const char *header) {
     static const char *const names[] = { "pages", "spanned", "resident", "carved", "in_use", "cached",
                                          "waiting" };
@@ -323,31 +330,15 @@ static void out_classes(stats_out_t *o, const spry_class_walk_t *cw, const char 
         const spry_class_walk_t *w = &cw[c];
         if (!w->pages) continue;
         size_t v[] = { w->pages, w->spanned, w->resident, w->carved, w->in_use, w->cached, w->waiting };
-        spry_fmt_t f; spry_fmt_init(&f);
-        if (o->json) {
-            spry_fmt_ulong(&f, spry_class_size(c));
-            f.buf[f.len] = 0;                  /* the key: a few digits */
-            out_group_open(o, f.buf, NULL);
-            for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-                out_json_key(o, names[i]);
-                spry_fmt_init(&f);
-                spry_fmt_ulong(&f, v[i]);
-                out_fmt(o, &f);
-            }
-            out_group_close(o);
-            continue;
-        }
-        spry_fmt_str(&f, "  ");
-        spry_fmt_ulong(&f, spry_class_size(c));
-        spry_fmt_str(&f, " B:");
-        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-            spry_fmt_str(&f, " ");
-            spry_fmt_str(&f, names[i]);
-            spry_fmt_str(&f, " ");
-            spry_fmt_ulong(&f, v[i]);
-        }
-        spry_fmt_str(&f, "\n");
-        out_fmt(o, &f);
+        spry_fmt_t key, label;
+        spry_fmt_init(&key);
+        spry_fmt_ulong(&key, spry_class_size(c));
+        key.buf[key.len] = 0;                  /* a few digits */
+        spry_fmt_init(&label);
+        spry_fmt_ulong(&label, spry_class_size(c));
+        spry_fmt_str(&label, " B");
+        label.buf[label.len] = 0;
+        out_row(o, key.buf, label.buf, names, v, sizeof v / sizeof v[0]);
     }
     out_group_close(o);
     out_spans(o, cw);
