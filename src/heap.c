@@ -220,8 +220,12 @@ static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
     __atomic_store_n(&heap->tid, tid, __ATOMIC_RELAXED);   /* heap_left_keyed reads it unlocked */
     for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            spry_page_t *page = &spry_segment_pages(seg)[i];
-            if (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE)
+            /* spans only: reading every descriptor mapped the header's
+             * untouched pages (the kernel's zero page: three more pages a
+             * segment that mincore, and so the census, counted resident
+             * after each thread's exit) */
+            spry_page_t *page = spry_segment_span_at(seg, i);
+            if (page && (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE))
                 spry_key_set(page, tid | (spry_key_get(page) & SPRY_KEY_FLAGS));
         }
     }
