@@ -69,16 +69,12 @@ static void stats_collect(spry_stats_t *out) {
 
 static void peak_sample(size_t committed) {
     if (!peak_walk && !peak_refused) {
-        spry_class_walk_t *a = spry_os_reserve(CLASSES_BYTES, 4096), *b = spry_os_reserve(CLASSES_BYTES, 4096);
-        if (!a || !b) {
-            if (a) spry_os_release(a, CLASSES_BYTES);
-            if (b) spry_os_release(b, CLASSES_BYTES);
-            peak_refused = true;
-            return;
-        }
-        peak_walk = a;
+        /* both tables in one mapping, kept for the process's life */
+        uint8_t *both = spry_os_reserve(2 * CLASSES_BYTES, 4096);
+        if (!both) { peak_refused = true; return; }
+        peak_walk = (spry_class_walk_t *)both;
         spry_lock(&peak_lock);
-        peak_classes = b;
+        peak_classes = (spry_class_walk_t *)(both + CLASSES_BYTES);
         spry_unlock(&peak_lock);
     }
     if (!peak_walk) return;

@@ -28,6 +28,7 @@
 
 #include "spry.h"
 #include "check.h"
+#include "printed_stats.h"
 
 #define BIG 3000
 #define BIG_CLASS 3072
@@ -58,19 +59,12 @@ static void *remote_free_batched(void *arg)
     return NULL;
 }
 
-typedef struct { size_t pages, spanned, resident, carved, in_use, cached, waiting; } row_t;
-
 /* The row of the class of `size` bytes in the printed statistics. */
-static row_t class_row(const char *text, size_t size)
+static printed_row_t class_row(const char *text, size_t size)
 {
-    char head[32];
-    snprintf(head, sizeof head, "\n  %zu B:", size);
-    const char *s = strstr(text, head);
-    CHECKF(s != NULL, "no row for the class of %zu B in:\n%s", size, text);
-    row_t r;
-    int n = sscanf(s + strlen(head), " pages %zu spanned %zu resident %zu carved %zu in_use %zu cached %zu waiting %zu",
-                   &r.pages, &r.spanned, &r.resident, &r.carved, &r.in_use, &r.cached, &r.waiting);
-    CHECKF(n == 7, "the row of %zu B did not parse (%d fields): %.200s", size, n, s + 1);
+    bool found;
+    printed_row_t r = printed_class_row(text, NULL, size, &found);
+    CHECKF(found, "no row for the class of %zu B in:\n%s", size, text);
     return r;
 }
 
@@ -115,20 +109,11 @@ int main(void)
     CHECK(pthread_create(&tb, NULL, remote_free_batched, NULL) == 0);
     pthread_barrier_wait(&freed);
 
-    char path[] = "/tmp/spry-stats-classes-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    unlink(path);
-    spry_stats_print(fd);
+    const char *text = printed_text();
     pthread_barrier_wait(&printed);
     CHECK(pthread_join(tb, NULL) == 0);
-    static char text[256 * 1024];
-    ssize_t len = pread(fd, text, sizeof text - 1, 0);
-    close(fd);
-    CHECK(len > 0);
-    text[len] = 0;
 
-    row_t b = class_row(text, BIG_CLASS);
+    printed_row_t b = class_row(text, BIG_CLASS);
     printf("%d B: pages %zu spanned %zu resident %zu carved %zu in_use %zu cached %zu waiting %zu\n", BIG_CLASS,
            b.pages, b.spanned, b.resident, b.carved, b.in_use, b.cached, b.waiting);
     CHECK_EQ(b.in_use, (size_t)200 * BIG_CLASS);
@@ -141,7 +126,7 @@ int main(void)
     CHECK_LE(b.in_use, b.resident);
     CHECK_LE(b.resident, b.spanned);
 
-    row_t s = class_row(text, SMALL_CLASS);
+    printed_row_t s = class_row(text, SMALL_CLASS);
     CHECK_EQ(s.in_use, (size_t)100 * SMALL_CLASS);
     CHECK_EQ(s.waiting, (size_t)0);
     CHECK_EQ(s.cached, (size_t)0);

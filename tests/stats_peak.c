@@ -22,46 +22,13 @@
 
 #include "spry.h"
 #include "check.h"
+#include "printed_stats.h"
 
 #define BIG 3000
 #define BIG_CLASS 3072
 #define PEAK_HEAD "spry size classes near the peak"
 
 static void *big[3000];
-
-typedef struct { size_t pages, spanned, resident, carved, in_use, cached, waiting; } row_t;
-
-/* spry_stats_print's text, through a file (a few KiB, well within). */
-static const char *printed(void)
-{
-    static char text[256 * 1024];
-    char path[] = "/tmp/spry-stats-peak-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    unlink(path);
-    spry_stats_print(fd);
-    ssize_t len = pread(fd, text, sizeof text - 1, 0);
-    close(fd);
-    CHECK(len > 0);
-    text[len] = 0;
-    return text;
-}
-
-/* The row of the class of `size` bytes in `text` (up to `end`, if not NULL);
- * found: whether there is one. */
-static row_t class_row(const char *text, const char *end, size_t size, bool *found)
-{
-    char head[32];
-    snprintf(head, sizeof head, "\n  %zu B:", size);
-    const char *s = strstr(text, head);
-    row_t r = {0};
-    *found = s != NULL && (!end || s < end);
-    if (!*found) return r;
-    int n = sscanf(s + strlen(head), " pages %zu spanned %zu resident %zu carved %zu in_use %zu cached %zu waiting %zu",
-                   &r.pages, &r.spanned, &r.resident, &r.carved, &r.in_use, &r.cached, &r.waiting);
-    CHECKF(n == 7, "the row of %zu B did not parse (%d fields): %.200s", size, n, s + 1);
-    return r;
-}
 
 /* The peak table's row of class 3,072: `blocks` in use, nothing cached or
  * waiting, and the sample's committed covering them. */
@@ -73,7 +40,7 @@ static void check_peak(const char *text, size_t blocks)
     CHECK(c != NULL);
     size_t committed = (size_t)strtoull(c + strlen("peak.committed: "), NULL, 10);
     bool found;
-    row_t r = class_row(peak, NULL, BIG_CLASS, &found);
+    printed_row_t r = printed_class_row(peak, NULL, BIG_CLASS, &found);
     CHECKF(found, "no row of %d B at the peak in:\n%s", BIG_CLASS, peak);
     printf("at the peak (committed %zu): %d B: pages %zu carved %zu in_use %zu cached %zu waiting %zu\n", committed,
            BIG_CLASS, r.pages, r.carved, r.in_use, r.cached, r.waiting);
@@ -110,7 +77,7 @@ int main(int argc, char **argv)
     spry_trim();
     release(1000);
     spry_trim();
-    const char *text = printed();
+    const char *text = printed_text();
     if (absent) {
         CHECKF(strstr(text, PEAK_HEAD) == NULL, "a table at the peak without SPRY_STATS:\n%s", text);
         return 0;
@@ -118,20 +85,20 @@ int main(int argc, char **argv)
     /* now: nothing of class 3,072 in use */
     const char *peak = strstr(text, PEAK_HEAD);
     bool found;
-    row_t now = class_row(text, peak, BIG_CLASS, &found);
+    printed_row_t now = printed_class_row(text, peak, BIG_CLASS, &found);
     if (found) CHECK_EQ(now.in_use, (size_t)0);
     check_peak(text, 1000);
 
     use(3000);
     spry_trim();
     release(3000);
-    check_peak(printed(), 3000);
+    check_peak(printed_text(), 3000);
 
     fflush(stdout);
     pid_t child = fork();
     CHECK(child >= 0);
     if (child == 0) {
-        check_peak(printed(), 3000);
+        check_peak(printed_text(), 3000);
         fflush(stdout);
         _exit(0);
     }
