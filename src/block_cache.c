@@ -2,23 +2,29 @@
 #include "block_cache.h"
 #include "queue.h"
 #include "purge.h"
+#include "stats.h"
 
-#define CLASS_BYTES ((size_t)1024 * 1024)
+#define CLASS_BYTES ((size_t)4 << 20)
 #define CLASS_MIN   16
+#define CLASS_MAX   1024
+/* where no scavenger runs */
+#define CLASS_BYTES_UNSCAVENGED ((size_t)1 << 20)
 #define CLASS_MIN_UNSCAVENGED 8
-#define CLASS_MAX   256
+#define CLASS_MAX_UNSCAVENGED 256
 
 static spry_page_t *page_of(const spry_block_t *b) {
     return spry_page_of(spry_segment_base(b), b);
 }
 
-/* The minimum of 16 only where the scavenger runs (a purge thread and the
+/* The larger bounds only where the scavenger runs (a purge thread and the
  * membarrier call): without it, cached blocks above 128 KiB pinned 1.5-1.8x
- * as much memory for good (block_cache.h). */
+ * as much memory for good with a minimum of 16 (block_cache.h). */
 static uint16_t class_limit(size_t block_size) {
-    size_t n = CLASS_BYTES / block_size;
-    size_t min = spry_purge_collects() ? CLASS_MIN : CLASS_MIN_UNSCAVENGED;
-    return n < min ? (uint16_t)min : n > CLASS_MAX ? CLASS_MAX : (uint16_t)n;
+    bool scavenged = spry_purge_collects();
+    size_t n = (scavenged ? CLASS_BYTES : CLASS_BYTES_UNSCAVENGED) / block_size;
+    size_t min = scavenged ? CLASS_MIN : CLASS_MIN_UNSCAVENGED;
+    size_t max = scavenged ? CLASS_MAX : CLASS_MAX_UNSCAVENGED;
+    return (uint16_t)(n < min ? min : n > max ? max : n);
 }
 
 /* Gives the n blocks from *from on back to their pages, each out of the
@@ -69,7 +75,7 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
 
 void spry_bcache_refresh_limit(spry_heap_t *heap) {
     size_t half = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 2;
-    size_t lo = heap->hot_limit, hi = 4 * heap->hot_limit;
+    size_t lo = heap->hot_limit, hi = spry_purge_collects() ? SIZE_MAX : 4 * heap->hot_limit;
     size_t limit = half < lo ? lo : half > hi ? hi : half;
     /* room may go below 0: pushes then go over until pops make room */
     heap->bcache_room += (ptrdiff_t)limit - (ptrdiff_t)heap->bcache_limit;
@@ -112,6 +118,7 @@ bool spry_bcache_untouched(spry_heap_t *heap) {
         } else {
             seen->top = top;
             seen->room = room;
+            seen->scavenged = false;
         }
     }
     return found;
@@ -121,10 +128,16 @@ void spry_bcache_scavenge(spry_heap_t *heap) {
     for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
         spry_block_cache_t *bc = &heap->bcache[c];
         spry_bcache_seen_t *seen = &heap->bcache_seen[c];
-        if (seen_again(seen, bc->top, bc->room))
-            bcache_drain_bottom(heap, bc, (uint32_t)(bc->limit - bc->room) / 2);
+        bool again = seen_again(seen, bc->top, bc->room);
+        uint32_t count = (uint32_t)(bc->limit - bc->room);
+        uint32_t n = !again ? 0 : seen->scavenged ? count - 1 : count / 2;
+        if (n) {
+            bcache_drain_bottom(heap, bc, n);
+            spry_stat_add(&spry_stat.scavenges, 1);
+        }
         seen->top = bc->top;
         seen->room = bc->room;
+        seen->scavenged = again;
     }
 }
 

@@ -30,26 +30,33 @@
  * pops). The owner's frees into their full pages never reach the cache
  * (free.c, spry_free_cached_slow).
  *
- * Bounds: per class a count (1 MiB worth, 16 to 256 blocks: more small
- * blocks would pin too many pages); per heap half the bytes its pages
- * span, at least heap->hot_limit (the heap's share of 4 MiB for hot large
- * spans) and at most 4 times that. With 1,024 live blocks of 4-64 KiB the
- * cache must hold about 10% of them: at 4 MiB a heap it ran 25% slower;
+ * Bounds: per class a count (4 MiB worth, 16 to 1,024 blocks); per heap
+ * half the bytes its pages span, at least heap->hot_limit (the heap's
+ * share of 4 MiB for hot large spans). With 1,024 live blocks of 4-64 KiB
+ * the cache must hold about 10% of them: at 4 MiB a heap it ran 25% slower;
  * with a quarter of the span bytes, churns of 8-128 KiB blocks at 64 live
- * ran 9-15% slower. A minimum of 16 blocks (it binds above 64 KiB; was 8)
- * makes churns of 128-256 KiB blocks at 64 live 14% faster at 0.38 times
- * the peak RSS (fewer pages emptied and taken again; 32 gains nothing
- * more). Each cached block above 128 KiB pins a page of 2 MiB, so a thread
- * that freed hundreds of MB of them and went on working with other sizes
- * kept 1.5-1.8 times as much resident with 16 (a review): the scavenger
- * (each purge pass) gives back half of a class whose stack was not
- * touched since the last pass, so such a class is down to one block after
- * a few passes (before it, 18 MB of 180 stayed in use for good with 8
- * blocks a class, until the thread idled or trimmed). It looks at the
+ * ran 9-15% slower. The heap bound was also at most 4 times the share,
+ * and a class 1 MiB worth (16 to 256 blocks): with 8 threads on 2 CPUs a
+ * heap then held at most 4 MiB, and churns of 4-64 KiB at 1,024 and 4,096
+ * live blocks ran 1.13-1.37x faster without that cap, and at 0.7-0.9 times
+ * the peak RSS: pages that a class overflowing every few frees gave back
+ * and took again went through the span cache and the purge as dirty
+ * slices (CACHE_NUMBERS). A minimum of 16 blocks (it binds above 256 KiB
+ * now) made churns of 128-256 KiB blocks at 64 live 14% faster at 0.38
+ * times the peak RSS (fewer pages emptied and taken again). Each cached
+ * block pins its page (2 MiB above 128 KiB), so a thread that freed
+ * hundreds of MB and went on working with other sizes keeps more in use
+ * than its cache's bytes: the scavenger (each purge pass) gives back half
+ * of a class whose stack it finds as the last pass left it, and all but
+ * its top block at the next such pass (halving at every pass took 6 passes
+ * for 64 blocks, 11 for 1,024). A thread that freed 1.2 GB of 1-250 KB
+ * blocks and went on with others: CACHE_DECAY. It looks at the
  * stack's top and count only, never at the pops: no instruction on the
  * paths. Where no scavenger runs (no purge thread, no membarrier call) the
- * minimum stays 8. Both bounds are kept as room left (limit minus what is in),
- * so that a push checks and counts at once. Thread exit, spry_trim and
+ * bounds stay as they were before it: 1 MiB worth a class, 8 to 256
+ * blocks, and at most 4 times the share a heap. Both bounds are kept as
+ * room left (limit minus what is in), so that a push checks and counts at
+ * once. Thread exit, spry_trim and
  * malloc_trim empty it (spry_heap_collect), and so does a purge pass that
  * finds the owner idle (steal.c); fork empties the
  * caches of the heaps it adopts. */
@@ -132,7 +139,8 @@ over:
 bool spry_bcache_untouched(spry_heap_t *heap);
 /* Then, the owner held off by the guard (steal.c): each class still as the
  * last look saw it gives back half of its blocks (rounded down), from the
- * bottom. A class keeps its last block (at most one page a class stays
+ * bottom, and if the next pass finds it so again, all but the top one. A
+ * class keeps its last block (at most one page a class stays
  * pinned): a stack that only served malloc/free pairs looks untouched too,
  * and giving its one block back had 256 such threads held off every other
  * pass (a review). */

@@ -28,7 +28,8 @@
 /* Printed, not in spry_stats_t: a field added there would overflow the
  * struct of a program built against an older spry.h. */
 #define SPRY_STAT_LIST_PRINTED(X) \
-    X(idle_collections, false, "caches of idle threads' heaps given back by purge passes")
+    X(idle_collections, false, "caches of idle threads' heaps given back by purge passes") \
+    X(scavenges,        false, "block-cache classes left alone that purge passes cut (half, then all but a block)")
 
 typedef struct spry_stat_counters {
 #define X(name, bytes, doc) _Atomic(size_t) name;

@@ -292,6 +292,7 @@ typedef struct spry_block_cache {
 typedef struct spry_bcache_seen {
     spry_block_t *top;
     int16_t room;
+    bool scavenged;          /* the last pass gave half of it back */
 } spry_bcache_seen_t;
 
 typedef struct spry_heap {
