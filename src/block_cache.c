@@ -7,6 +7,7 @@
 #define CLASS_BYTES ((size_t)4 << 20)
 #define CLASS_MIN   16
 #define CLASS_MAX   1024
+#define HEAP_MAX    ((size_t)16 << 20)
 /* where no scavenger runs */
 #define CLASS_BYTES_UNSCAVENGED ((size_t)1 << 20)
 #define CLASS_MIN_UNSCAVENGED 8
@@ -73,10 +74,28 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
     }
 }
 
+/* The scavenger turned out not to run after all (the first purge pass
+ * found the membarrier call refused, or the purge thread could not start):
+ * classes set up before that keep its bounds no longer. Their room may go
+ * below 0; pushes then go over, and give half back, until it is positive. */
+static void bcache_tighten(spry_heap_t *heap) {
+    heap->bcache_unscavenged = true;
+    for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
+        spry_block_cache_t *bc = &heap->bcache[c];
+        if (!bc->limit) continue;
+        uint16_t limit = class_limit(bc->block_size);
+        if (limit >= bc->limit) continue;
+        bc->room = (int16_t)(bc->room - (bc->limit - limit));
+        bc->limit = limit;
+    }
+}
+
 void spry_bcache_refresh_limit(spry_heap_t *heap) {
+    bool scavenged = spry_purge_collects();
+    if (!scavenged && !heap->bcache_unscavenged) bcache_tighten(heap);
     size_t half = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 2;
-    size_t lo = heap->hot_limit, hi = spry_purge_collects() ? SIZE_MAX : 4 * heap->hot_limit;
-    size_t limit = half < lo ? lo : half > hi ? hi : half;
+    size_t lo = heap->hot_limit, hi = scavenged ? HEAP_MAX : 4 * heap->hot_limit;
+    size_t limit = half < lo ? lo : half > hi ? (hi > lo ? hi : lo) : half;
     /* room may go below 0: pushes then go over until pops make room */
     heap->bcache_room += (ptrdiff_t)limit - (ptrdiff_t)heap->bcache_limit;
     heap->bcache_limit = limit;
@@ -113,7 +132,8 @@ bool spry_bcache_untouched(spry_heap_t *heap) {
         spry_block_t *top = *(spry_block_t *volatile *)&bc->top;
         int16_t room = *(volatile int16_t *)&bc->room;
         int limit = *(volatile uint16_t *)&bc->limit;
-        if (seen_again(seen, top, room) && room < limit - 1) {
+        seen->untouched = seen_again(seen, top, room) && room < limit - 1;
+        if (seen->untouched) {
             found = true;
         } else {
             seen->top = top;
@@ -128,16 +148,21 @@ void spry_bcache_scavenge(spry_heap_t *heap) {
     for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
         spry_block_cache_t *bc = &heap->bcache[c];
         spry_bcache_seen_t *seen = &heap->bcache_seen[c];
-        bool again = seen_again(seen, bc->top, bc->room);
+        /* only a class the look found as the pass before left it, and
+         * still so: the look records every other class's top and count
+         * anew, so these compare equal to the record (cutting them cut
+         * classes in use, a review) */
+        bool cut = seen->untouched && seen_again(seen, bc->top, bc->room);
         uint32_t count = (uint32_t)(bc->limit - bc->room);
-        uint32_t n = !again ? 0 : seen->scavenged ? count - 1 : count / 2;
+        uint32_t n = !cut ? 0 : seen->scavenged ? count - 1 : count / 2;
         if (n) {
             bcache_drain_bottom(heap, bc, n);
             spry_stat_add(&spry_stat.scavenges, 1);
         }
         seen->top = bc->top;
         seen->room = bc->room;
-        seen->scavenged = again;
+        seen->scavenged = cut;
+        seen->untouched = false;
     }
 }
 

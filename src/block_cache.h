@@ -32,35 +32,42 @@
  *
  * Bounds: per class a count (4 MiB worth, 16 to 1,024 blocks); per heap
  * half the bytes its pages span, at least heap->hot_limit (the heap's
- * share of 4 MiB for hot large spans). With 1,024 live blocks of 4-64 KiB
- * the cache must hold about 10% of them: at 4 MiB a heap it ran 25% slower;
- * with a quarter of the span bytes, churns of 8-128 KiB blocks at 64 live
- * ran 9-15% slower. The heap bound was also at most 4 times the share,
- * and a class 1 MiB worth (16 to 256 blocks): with 8 threads on 2 CPUs a
- * heap then held at most 4 MiB, and churns of 4-64 KiB at 1,024 and 4,096
- * live blocks ran 1.13-1.37x faster without that cap, and at 0.7-0.9 times
- * the peak RSS: pages that a class overflowing every few frees gave back
- * and took again went through the span cache and the purge as dirty
- * slices (callgrind, 1,024 live at 8 threads: 96 -> 73 instructions a
- * pair, 0.36 -> 0 mispredicts; 4,096 live blocks of 64-512 KiB, one
- * thread: 187 -> 168). A minimum of 16 blocks (it binds above 256 KiB
- * now) made churns of 128-256 KiB blocks at 64 live 14% faster at 0.38
+ * share of 4 MiB for hot large spans) and at most 16 MiB. With 1,024 live
+ * blocks of 4-64 KiB the cache must hold about 10% of them: at 4 MiB a heap
+ * it ran 25% slower; with a quarter of the span bytes, churns of 8-128 KiB
+ * blocks at 64 live ran 9-15% slower. The heap bound was at most 4 times
+ * the share, and a class 1 MiB worth (16 to 256 blocks): 16 MiB for one
+ * thread, but 4 MiB a heap for 8 threads on 2 CPUs, where churns of 4-64
+ * KiB at 1,024 and 4,096 live blocks ran 1.13-1.37x faster with the
+ * larger bounds, at 0.7-0.9 times the peak RSS: pages that a class
+ * overflowing every few frees gave back and took again went through the
+ * span cache and the purge as dirty slices (callgrind, 1,024 live at 8
+ * threads: 96 -> 77 instructions a pair, 0.36 -> 0.01 mispredicts; 4,096
+ * live: 111 -> 79; 4,096 live blocks of 64-512 KiB, one thread: 187 ->
+ * 168). Without the cap of 16 MiB a heap it was 73 and 77 instructions,
+ * but a thread that keeps using every class kept 127 MB cached in a
+ * review's test (10 with the old bounds). The minimum of 16 blocks
+ * binds only without the scavenger now (4 MiB is 16 blocks of 256 KiB);
+ * it made churns of 128-256 KiB blocks at 64 live 14% faster at 0.38
  * times the peak RSS (fewer pages emptied and taken again). Each cached
  * block pins its page (2 MiB above 128 KiB), so a thread that freed
  * hundreds of MB and went on working with other sizes keeps more in use
  * than its cache's bytes: the scavenger (each purge pass) gives back half
  * of a class whose stack it finds as the last pass left it, and all but
  * its top block at the next such pass (halving at every pass took 6 passes
- * for 64 blocks, 11 for 1,024). A thread that freed 1.2 GB of 1-250 KB
- * blocks and went on with 2,000 B pairs kept 568 MB in use right after
- * (250 with the old bounds), RSS 63 MB 1.2 s later (82), none at 2 s
- * (none). It looks at the
- * stack's top and count only, never at the pops: no instruction on the
- * paths. Where no scavenger runs (no purge thread, no membarrier call) the
- * bounds stay as they were before it: 1 MiB worth a class, 8 to 256
- * blocks, and at most 4 times the share a heap. Both bounds are kept as
- * room left (limit minus what is in), so that a push checks and counts at
- * once. Thread exit, spry_trim and
+ * for 64 blocks, 11 for 1,024): a thread that freed 1.2 GB of 1-250 KB
+ * blocks and went on with 2,000 B pairs kept 250 MB in use right after, as
+ * with the old bounds, 58 MB resident 1.2 s later (82 with them), none at
+ * 2 s. A thread that keeps using 48 classes keeps full stacks: 16 MB at one
+ * thread (10 with the old bounds), 134 MB at 8 threads (22). The scavenger
+ * looks at the stack's top and count only, never at the pops: no
+ * instruction on the paths. Where no scavenger runs (no purge thread, no
+ * membarrier call) the bounds stay as they were before it: 1 MiB worth a
+ * class, 8 to 256 blocks, and at most 4 times the share a heap; classes set
+ * up before the first purge pass found the membarrier call refused take
+ * them then (they kept the larger ones for good: 71 MB cached against 16,
+ * a review). Both bounds are kept as room left (limit minus what is in), so
+ * that a push checks and counts at once. Thread exit, spry_trim and
  * malloc_trim empty it (spry_heap_collect), and so does a purge pass that
  * finds the owner idle (steal.c); fork empties the
  * caches of the heaps it adopts. */
@@ -143,8 +150,9 @@ over:
 bool spry_bcache_untouched(spry_heap_t *heap);
 /* Then, the owner held off by the guard (steal.c): each class still as the
  * last look saw it gives back half of its blocks (rounded down), from the
- * bottom, and if the next pass finds it so again, all but the top one. A
- * class keeps its last block (at most one page a class stays
+ * bottom, and if the next pass finds it so again, all but the top one;
+ * only classes that the look found so (it records the others anew, and
+ * they would compare equal here). A class keeps its last block (at most one page a class stays
  * pinned): a stack that only served malloc/free pairs looks untouched too,
  * and giving its one block back had 256 such threads held off every other
  * pass (a review). */

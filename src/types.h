@@ -292,7 +292,8 @@ typedef struct spry_block_cache {
 typedef struct spry_bcache_seen {
     spry_block_t *top;
     int16_t room;
-    bool scavenged;          /* the last pass gave half of it back */
+    bool untouched;          /* this pass's look found it as last pass's */
+    bool scavenged;          /* the last pass cut it */
 } spry_bcache_seen_t;
 
 typedef struct spry_heap {
@@ -329,6 +330,7 @@ typedef struct spry_heap {
     ptrdiff_t bcache_room;              /* bcache_limit - bytes cached: the
                                            push checks and counts at once  */
     size_t bcache_limit;                /* refreshed on slow paths */
+    bool bcache_unscavenged;            /* classes' bounds for no scavenger */
     spry_bcache_seen_t bcache_seen[SPRY_CLASS_COUNT];
     /* Owner only, no lock: large blocks the owner freed last, kept whole
      * for the next malloc of the same span size (large.c). */
