@@ -148,14 +148,14 @@ over:
  * pass (same top, same count); the others' top and count are noted for the
  * next pass. */
 bool spry_bcache_untouched(spry_heap_t *heap);
-/* Then, the owner held off by the guard (steal.c): each class still as the
- * last look saw it gives back half of its blocks (rounded down), from the
- * bottom, and if the next pass finds it so again, all but the top one;
- * only classes that the look found so (it records the others anew, and
- * they would compare equal here). A class keeps its last block (at most one page a class stays
- * pinned): a stack that only served malloc/free pairs looks untouched too,
- * and giving its one block back had 256 such threads held off every other
- * pass (a review). */
+/* Then, the owner held off by the guard (steal.c): each class that the look
+ * found untouched and that is still as it saw it gives back half of its
+ * blocks (rounded down), from the bottom, and if the next pass finds it so
+ * again, all but the top one (the look records the other classes anew, and
+ * they would compare equal here). A class keeps its last block (at most one
+ * page a class stays pinned): a stack that only served malloc/free pairs
+ * looks untouched too, and giving its one block back had 256 such threads
+ * held off every other pass (a review). */
 void spry_bcache_scavenge(spry_heap_t *heap);
 /* Recomputes the heap's bound (slow paths, after hot_limit). */
 void spry_bcache_refresh_limit(spry_heap_t *heap);

@@ -228,15 +228,19 @@ static void case_pinning(void) {
 static const size_t scav_sizes[] = { 5000, 9000, 20000 };
 #define SCAV_CLASSES (sizeof scav_sizes / sizeof scav_sizes[0])
 
-/* The cached bytes of each class of scav_sizes (class[i]: its block size). */
-static void scav_cached(const size_t *class, size_t *cached) {
+/* The blocks in the cache of the class of `class` bytes, in `text` (a print
+ * of the statistics; the current table, not the one near the peak). */
+static size_t cached_blocks(const char *text, size_t class) {
+    bool found;
+    printed_row_t r = printed_class_row(text, strstr(text, "near the peak"), class, &found);
+    CHECKF(r.cached % class == 0, "class %zu B: %zu bytes cached", class, r.cached);
+    return found ? r.cached / class : 0;
+}
+
+/* The cached blocks of each class of scav_sizes (class[i]: its size). */
+static void scav_cached(const size_t *class, size_t *blocks) {
     const char *text = printed_text();
-    const char *peak = strstr(text, "near the peak");
-    for (size_t i = 0; i < SCAV_CLASSES; i++) {
-        bool found;
-        printed_row_t r = printed_class_row(text, peak, class[i], &found);
-        cached[i] = found ? r.cached : 0;
-    }
+    for (size_t i = 0; i < SCAV_CLASSES; i++) blocks[i] = cached_blocks(text, class[i]);
 }
 
 static void case_scavenge_passes(void) {
@@ -261,7 +265,6 @@ static void case_scavenge_passes(void) {
      * machine, a short purge delay) and cut a class already. */
     bool cut_early = printed_figure("scavenges: ") != cuts;
     for (size_t i = 0; i < SCAV_CLASSES; i++) {
-        first[i] /= class[i];
         CHECKF(cut_early || first[i] == SCAV_BLOCKS, "class %zu B: %zu blocks cached, not %d", class[i],
                first[i], SCAV_BLOCKS);
     }
@@ -275,7 +278,7 @@ static void case_scavenge_passes(void) {
         scav_cached(class, cached);
         done = true;
         for (size_t i = 0; i < SCAV_CLASSES; i++) {
-            size_t blocks = cached[i] / class[i];
+            size_t blocks = cached[i];
             CHECKF(blocks <= first[i], "class %zu B: %zu blocks cached, more than %zu", class[i], blocks,
                    first[i]);
             first[i] = blocks;
@@ -313,10 +316,7 @@ static void case_scavenge_passes(void) {
 #define IDLE_SIZE   5000          /* class 5,120 B: left alone, cut */
 
 static size_t busy_cached(size_t class) {
-    bool found;
-    const char *text = printed_text();
-    printed_row_t r = printed_class_row(text, strstr(text, "near the peak"), class, &found);
-    return found ? r.cached / class : 0;
+    return cached_blocks(printed_text(), class);
 }
 
 /* One class's stack left alone (the pass after next cuts it) while another
