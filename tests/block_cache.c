@@ -25,18 +25,13 @@
 #include "reports.h"
 #include "threads.h"
 #include "printed_stats.h"
+#include "refuse_membarrier.h"
 #include <spry.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
-#include <stddef.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -371,18 +366,7 @@ static void case_busy_kept(void) {
 #define REFUSED_SIZE 20000        /* class 20,480 B: 51 blocks without a scavenger */
 
 static void case_refused(void) {
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-        printf("block_cache refused: no seccomp filter here (%s): skipped\n", strerror(errno));
-        exit(77);
-    }
-    CHECK(syscall(SYS_membarrier, 0, 0, 0) == -1 && errno == ENOSYS);
+    refuse_membarrier("block_cache refused");
     /* the first frees, before any purge pass: the class gets the larger
      * bounds (4 MiB worth, 204 blocks) */
     static void *b[64];

@@ -61,11 +61,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <stddef.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +68,7 @@
 #include "check.h"
 #include "printed_stats.h"
 #include "pattern.h"
+#include "refuse_membarrier.h"
 #include "rss.h"
 #include "threads.h"
 
@@ -333,18 +329,7 @@ static int only_three(int n) { return n == 3; }
 
 static void test_refused(void)
 {
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-        printf("refused: no seccomp filter here (%s): skipped\n", strerror(errno));
-        exit(77);
-    }
-    CHECK(syscall(SYS_membarrier, 0, 0, 0) == -1 && errno == ENOSYS);
+    refuse_membarrier("refused");
     start_workers(2, refused_worker, 0x9E3779B97F4A7C15ull, 11);
     wait_idle(2);
     /* main and the two workers: the purge thread left */
