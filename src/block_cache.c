@@ -3,13 +3,11 @@
 #include "queue.h"
 #include "purge.h"
 #include "stats.h"
-#include "segment.h"
 
 #define CLASS_BYTES ((size_t)4 << 20)
 #define CLASS_MIN   16
 #define CLASS_MAX   1024
 #define HEAP_MAX    ((size_t)16 << 20)
-#define HEAP_SHARE  ((size_t)4 << 20)     /* at least a heap's share of it */
 /* where no scavenger runs */
 #define CLASS_BYTES_UNSCAVENGED ((size_t)1 << 20)
 #define CLASS_MIN_UNSCAVENGED 8
@@ -96,7 +94,7 @@ void spry_bcache_refresh_limit(spry_heap_t *heap) {
     bool scavenged = spry_purge_collects();
     if (!scavenged && !heap->bcache_unscavenged) bcache_tighten(heap);
     size_t half = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 2;
-    size_t lo = spry_heap_share(HEAP_SHARE), hi = scavenged ? HEAP_MAX : 4 * lo;
+    size_t lo = heap->hot_limit, hi = scavenged ? HEAP_MAX : 4 * lo;
     if (hi < lo) hi = lo;
     size_t limit = half < lo ? lo : half > hi ? hi : half;
     /* room may go below 0: pushes then go over until pops make room */

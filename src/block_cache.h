@@ -31,8 +31,8 @@
  * (free.c, spry_free_cached_slow).
  *
  * Bounds: per class a count (4 MiB worth, 16 to 1,024 blocks); per heap
- * half the bytes its pages span, at least the heap's share of 4 MiB
- * (spry_heap_share) and at most 16 MiB. With 1,024 live
+ * half the bytes its pages span, at least heap->hot_limit (the heap's
+ * share of 4 MiB for hot large spans) and at most 16 MiB. With 1,024 live
  * blocks of 4-64 KiB the cache must hold about 10% of them: at 4 MiB a heap
  * it ran 25% slower; with a quarter of the span bytes, churns of 8-128 KiB
  * blocks at 64 live ran 9-15% slower. The heap bound was at most 4 times
@@ -157,7 +157,7 @@ bool spry_bcache_untouched(spry_heap_t *heap);
  * looks untouched too, and giving its one block back had 256 such threads
  * held off every other pass (a review). */
 void spry_bcache_scavenge(spry_heap_t *heap);
-/* Recomputes the heap's bound (slow paths). */
+/* Recomputes the heap's bound (slow paths, after hot_limit). */
 void spry_bcache_refresh_limit(spry_heap_t *heap);
 /* Every cached block back to its page (thread exit, trim). */
 void spry_bcache_flush(spry_heap_t *heap);

@@ -9,22 +9,10 @@
 /* ---- hot large blocks ----------------------------------------------------
  * A large block the owner frees is kept whole, as a span of its size, for the
  * owner's next malloc of that span size: no lock, no search, and the memory
- * is the same, so nothing new is touched. Bound: a quarter of the heap's
- * spans in use, at most HOT_MAX, at least its share of HOT_BYTES (4 MiB,
- * shared among heaps beyond one per CPU); thread exit, spry_trim,
- * malloc_trim and a purge pass that finds the owner idle (steal.c) give
- * them back to the segments. The share alone (4 MiB for one thread, 1 MiB
- * each for 8 threads on 2 CPUs) sent most spans of a churn of 64 live
- * blocks of 64-512 KiB back to the segments, whose slices other sizes then
- * took, dirty or fresh: with the quarter, 1.17x / 1.25x / 1.60x / 2.04x
- * faster at 1 / 2 / 8 / 64 threads, at 0.64-0.71 times the peak RSS (1,024
- * live: 1.24x and 1.53x at 2 and 8 threads, RSS 0.88 and 0.93); blocks of
- * 256 KiB-1 MiB 1.33-1.79x faster, at 1.01-1.17 times the peak RSS (2
- * cores, 3 rounds). A thread that freed 2.2 GB of 0.3-2 MB blocks and went
- * on with others kept 15 MB resident for 1.2 s more (4 MB with the share
- * alone), none at 1.6 s. */
+ * is the same, so nothing new is touched. Bound: 4 MiB, shared among heaps
+ * beyond one per CPU; thread exit, spry_trim, malloc_trim and a purge pass
+ * that finds the owner idle (steal.c) give them back to the segments. */
 #define HOT_BYTES    ((size_t)4 << 20)
-#define HOT_MAX      ((size_t)16 << 20)
 
 /* The hot span of s slices freed last whose block is aligned to `align`
  * (1: any); an aligned request passes over the others. */
@@ -118,9 +106,6 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
 }
 
 void spry_large_refresh_limit(spry_heap_t *heap) {
-    size_t share = spry_heap_share(HOT_BYTES);
-    size_t quarter = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 4;
-    if (quarter > HOT_MAX) quarter = HOT_MAX;
-    heap->hot_limit = quarter > share ? quarter : share;
+    heap->hot_limit = spry_heap_share(HOT_BYTES);
     heap->tail_limit = (uint32_t)(spry_heap_share(TAIL_BYTES) / SPRY_OS_PAGE);
 }
