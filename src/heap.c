@@ -78,6 +78,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
         spry_large_refresh_limit(heap);
         spry_bcache_refresh_limit(heap);
         if (heap->spares) spry_queues_age_spares(heap);
+        if (heap->hot_bytes) spry_large_hot_age(heap);
         /* a purge pass collects the caches once the owner goes idle
          * (steal.c), and its ticks age the spares: the purge thread must
          * be there */

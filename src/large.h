@@ -102,6 +102,7 @@ static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
         return false;
     page->kind = SPRY_PAGE_FREE;           /* a double free is reported */
     spry_key_set(page, 0);
+    page->cache_tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
     page->next = heap->hot[s];
     heap->hot[s] = page;
     heap->hot_count[s]++;
@@ -111,6 +112,12 @@ static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
 
 /* Gives every hot span back to its segment. */
 void  spry_large_hot_flush(spry_heap_t *heap);
+/* Gives back the hot spans not reused for two purge ticks (one to two purge
+ * delays), once a tick: on the owner's slow path, or in a purge pass that
+ * holds the owner off (steal.c) when the owner has not aged them for two
+ * ticks (spry_large_hot_due, read without the guard). */
+void  spry_large_hot_age(spry_heap_t *heap);
+bool  spry_large_hot_due(spry_heap_t *heap);
 /* Recomputes how much the hot cache may hold (live heaps may have changed). */
 void  spry_large_refresh_limit(spry_heap_t *heap);
 

@@ -7,6 +7,7 @@
 #include "os.h"
 #include "stats.h"
 #include "block_cache.h"
+#include "large.h"
 
 void spry_heap_enter_wait(spry_heap_t *heap) {
     for (;;) {
@@ -68,7 +69,8 @@ void spry_heaps_scavenge(spry_heap_t *all) {
     bool any = false;
     for (spry_heap_t *h = all; h; h = h->all_next) {
         /* both looks every pass: the first keeps its record */
-        h->scavenge = !h->idle_collected && (spry_bcache_untouched(h) | spry_queues_spares_due(h));
+        h->scavenge = !h->idle_collected &&
+                      (spry_bcache_untouched(h) | spry_queues_spares_due(h) | spry_large_hot_due(h));
         if (!h->scavenge) continue;
         atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
         any = true;
@@ -80,6 +82,7 @@ void spry_heaps_scavenge(spry_heap_t *all) {
         if (fenced && atomic_load_explicit(&h->busy, memory_order_acquire) != SPRY_GUARD_IN) {
             spry_bcache_scavenge(h);
             spry_queues_age_spares(h);
+            spry_large_hot_age(h);
         }
         atomic_store_explicit(&h->steal, 0, memory_order_release);
         spry_os_wake_all(&h->steal);

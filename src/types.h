@@ -174,7 +174,8 @@ typedef struct spry_page {
     uint8_t  tail_pages;         /* large: OS pages past the block in its
                                     span's last slice left resident, counted
                                     in heap->tail_pages (large.c)            */
-    uint32_t cache_tick;         /* in the heap's span cache since this tick */
+    uint32_t cache_tick;         /* in the heap's span cache, hot cache or
+                                    a queue's spare since this tick */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
@@ -339,6 +340,7 @@ typedef struct spry_heap {
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
+    uint32_t hot_tick;                  /* purge_tick of its last aging    */
     /* OS pages past live growable large blocks left resident (large.c),
      * and how many may be (refreshed on slow paths) */
     uint32_t tail_pages, tail_limit;
