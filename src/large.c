@@ -46,6 +46,7 @@ void spry_large_hot_flush(spry_heap_t *heap) {
         while ((page = hot_pop(heap, s, 1)) != NULL) spry_span_free(heap, page);
     }
 }
+
 void spry_large_hot_age(spry_heap_t *heap) {
     uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
     if (tick == heap->hot_tick) return;

@@ -24,6 +24,7 @@
 #include "check.h"
 #include "reports.h"
 #include "threads.h"
+#include "busy_pairs.h"
 #include "printed_stats.h"
 #include "refuse_membarrier.h"
 #include <spry.h>
@@ -200,12 +201,7 @@ static void case_pinning(void) {
     size_t kept = SIZE_MAX;
     double start = threads_now_s(), took = -1;
     while (threads_now_s() - start < 60) {
-        for (int i = 0; i < 1000; i++) {
-            void *p = spry_malloc(2000);
-            CHECK(p != NULL);
-            memset(p, 0x5a, 2000);
-            spry_free(p);
-        }
+        busy_pairs(1000);
         size_t now = in_use_now();
         kept = now > before ? now - before : 0;
         if (kept <= PIN_KEPT_MAX) {
@@ -280,13 +276,7 @@ static void case_scavenge_passes(void) {
             done &= blocks == 1;
             idle |= blocks == 0;
         }
-        /* busy with another class (guarded paths), so not idle */
-        for (int i = 0; i < 1000; i++) {
-            void *p = spry_malloc(2000);
-            CHECK(p != NULL);
-            memset(p, 0x5a, 2000);
-            spry_free(p);
-        }
+        busy_pairs(1000);       /* another class, so never idle */
         threads_sleep_ms(1);
     }
     if (idle) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "busy_pairs.h"
 #include "check.h"
 #include "threads.h"
 
@@ -48,12 +49,7 @@ int main(void) {
     size_t now = after;
     double start = threads_now_s(), took = -1;
     while (threads_now_s() - start < 60) {
-        for (int i = 0; i < 1000; i++) {
-            void *p = spry_malloc(2000);
-            CHECK(p != NULL);
-            memset(p, 0x5a, 2000);
-            spry_free(p);
-        }
+        busy_pairs(1000);
         now = in_use_now();
         if (now <= before + ((size_t)2 << 20)) {
             took = threads_now_s() - start;
