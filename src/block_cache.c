@@ -4,14 +4,15 @@
 #include "purge.h"
 #include "stats.h"
 
-#define CLASS_BYTES ((size_t)4 << 20)
-#define CLASS_MIN   16
-#define CLASS_MAX   1024
-#define HEAP_MAX    ((size_t)16 << 20)
-/* where no scavenger runs */
-#define CLASS_BYTES_UNSCAVENGED ((size_t)1 << 20)
-#define CLASS_MIN_UNSCAVENGED 8
-#define CLASS_MAX_UNSCAVENGED 256
+/* A class's bounds (block_cache.h): its bytes, its fewest and most
+ * blocks; [0] where no scavenger runs, [1] where it does. A heap holds at
+ * most 4 times its share of 4 MiB without the scavenger, HEAP_MAX with it. */
+typedef struct { size_t bytes, min, max; } class_bounds_t;
+static const class_bounds_t class_bounds[2] = {
+    { (size_t)1 << 20, 8, 256 },
+    { (size_t)4 << 20, 16, 1024 },
+};
+#define HEAP_MAX ((size_t)16 << 20)
 
 static spry_page_t *page_of(const spry_block_t *b) {
     return spry_page_of(spry_segment_base(b), b);
@@ -21,11 +22,9 @@ static spry_page_t *page_of(const spry_block_t *b) {
  * membarrier call): without it, cached blocks above 128 KiB pinned 1.5-1.8x
  * as much memory for good with a minimum of 16 (block_cache.h). */
 static uint16_t class_limit(size_t block_size) {
-    bool scavenged = spry_purge_collects();
-    size_t n = (scavenged ? CLASS_BYTES : CLASS_BYTES_UNSCAVENGED) / block_size;
-    size_t min = scavenged ? CLASS_MIN : CLASS_MIN_UNSCAVENGED;
-    size_t max = scavenged ? CLASS_MAX : CLASS_MAX_UNSCAVENGED;
-    return (uint16_t)(n < min ? min : n > max ? max : n);
+    const class_bounds_t *b = &class_bounds[spry_purge_collects()];
+    size_t n = b->bytes / block_size;
+    return (uint16_t)(n < b->min ? b->min : n > b->max ? b->max : n);
 }
 
 /* Gives the n blocks from *from on back to their pages, each out of the

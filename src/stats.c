@@ -326,12 +326,11 @@ static void out_classes(stats_out_t *o, const spry_class_walk_t *cw, const char 
         const spry_class_walk_t *w = &cw[c];
         if (!w->pages) continue;
         size_t v[] = { w->pages, w->spanned, w->resident, w->carved, w->in_use, w->cached, w->waiting };
-        spry_fmt_t key, label;
+        spry_fmt_t key;
         spry_fmt_init(&key);
         spry_fmt_ulong(&key, spry_class_size(c));
         key.buf[key.len] = 0;                  /* a few digits */
-        spry_fmt_init(&label);
-        spry_fmt_ulong(&label, spry_class_size(c));
+        spry_fmt_t label = key;
         spry_fmt_str(&label, " B");
         label.buf[label.len] = 0;
         out_row(o, key.buf, label.buf, names, v, sizeof v / sizeof v[0]);
