@@ -301,7 +301,7 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
     if (p) return p;
     spry_page_queue_t *q = &heap->queues[c];
     if (q->spare) return spare_take(heap, q);
-    spry_page_t *page = spry_span_alloc(heap, spry_class_slices(c), 1);
+    spry_page_t *page = spry_span_alloc(heap, spry_class_page_slices(c, q->pages), 1);
     if (!page) return NULL;
     spry_page_init_class(heap, page, c);
     atomic_fetch_add_explicit(&heap->pages_made, 1, memory_order_relaxed);
