@@ -315,12 +315,32 @@ static void test_fork_own(void)
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the fork child failed (status %d)", status);
 }
 
+/* A burst of one class freed whole: most of its pages empty, and the
+ * class keeps one as its spare (queue.c), which only the owner's slow path
+ * or a collecting pass can give back. Such spares kept the purge thread
+ * waking for good where the membarrier call is refused. */
+static void spare_burst(void)
+{
+    enum { BURST = 512, SIZE = 20000 };
+    static void *p[BURST];
+    for (int i = 0; i < BURST; i++) {
+        p[i] = A_malloc(SIZE);
+        CHECK_NOTNULL(p[i]);
+        pattern_fill(p[i], SIZE);
+    }
+    for (int i = 0; i < BURST; i++) {
+        CHECK_PATTERN(p[i], SIZE, pattern_seed(p[i], SIZE), "burst block");
+        A_free(p[i]);
+    }
+}
+
 static void *refused_worker(void *arg)
 {
     struct worker *w = arg;
     threads_sleep_ms(w == &workers[0] ? 0 : 520);
     for (int i = 0; i < STEPS / 4; i++) step(w);
     free_all(w);
+    if (w == &workers[0]) spare_burst();
     wait_phase(1);
     return NULL;
 }
