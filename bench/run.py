@@ -180,6 +180,7 @@ METRICS = {
     "prodcons": ["mops", "ops", "seconds"],
     "mixed": ["seconds", "fill_s", "steps_s", "free_s", "mops", "live_mib"],
     "relay": ["mops", "ops", "generations", "seconds"],
+    "exchange": ["mops", "ops", "seconds"],
     "large": ["seconds", "mops", "gib"],
     "pascal_shrink": ["seconds"],
     "pascal_objects": ["total_s", "alloc_s", "free_s"],
@@ -426,6 +427,23 @@ def plan(mode, server_threads, notes, churn_seconds=None):
     notes["relay"] = ["%s s per cell; %d live blocks of %s per lane; each thread does %d "
                       "steps, then starts the lane's next thread and exits." % (
                           secs, rl_live, band_label(*rl_band), rl_steps)]
+
+    # threads that come and go and hand blocks to each other (mixed sizes)
+    ex_threads = [2, 8] if quick else [2, 4, 8, 16, 32]
+    ex_rounds, ex_steps, ex_live, ex_transfer, ex_max = 50, 10_000, 500, 1000, 409_600
+    for t in ex_threads:
+        cells.append(Cell("exchange", "threads=%d rounds=%d steps=%d" % (t, ex_rounds, ex_steps),
+                          {"threads": t, "rounds": ex_rounds, "steps": ex_steps, "live": ex_live,
+                           "transfer": ex_transfer, "max": ex_max, "seed": SEED},
+                          "exchange", ["--threads", t, "--rounds", ex_rounds, "--steps", ex_steps,
+                                       "--live", ex_live, "--transfer", ex_transfer,
+                                       "--max", ex_max, "--seed", SEED],
+                          est=3e-8 * t * ex_rounds * ex_steps + 0.05 * ex_rounds / 10,
+                          timeout=300))
+    notes["exchange"] = ["%d rounds of threads, each doing %d steps with up to %d live blocks "
+                         "(90%% 8-128 B, 9%% 128 B-8 KiB, 1%% 8-%d KiB) and a shared array of "
+                         "%d slots for handing blocks over." % (
+                             ex_rounds, ex_steps, ex_live, ex_max // 1024, ex_transfer)]
 
     mixed_cells = [(500_000, 5_000_000)] if quick else [(100_000, 50_000_000), (1_000_000, 50_000_000)]
     for live, ops in mixed_cells:

@@ -86,6 +86,14 @@ TESTS = {
              "mallocs at random slots for 10,000 steps, then starts the lane's next thread "
              "and exits, which frees the blocks the threads before it allocated. Millions of "
              "steps per second, and peak RSS: memory that stays with threads that left."),
+    "exchange": dict(
+        title="Threads that hand blocks over", seed="issue 8 (in the manner of mimalloc's stress test)",
+        primary="mops", chart="bars",
+        what="Rounds of `threads` threads, each doing 10,000 steps: malloc (60%), check and free "
+             "one of its blocks (25%), or swap one with a random slot of a shared array (15%), "
+             "taking what another thread, maybe one that has exited, left there. Sizes 90% "
+             "8-128 B, 9% up to 8 KiB, 1% up to 400 KiB. Millions of steps per second, and peak "
+             "RSS: memory freed by other threads and by threads that left must be reused."),
     "mixed": dict(
         title="Mixed sizes, large live set", seed="issue 8", primary="seconds", chart="bars",
         extra=["fill_s", "steps_s", "free_s"],
