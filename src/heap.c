@@ -480,11 +480,9 @@ bool spry_heaps_purge(bool force, bool collect) {
         if (spry_heap_purge_spans(h, force)) waiting = true;
         /* Spares age by the ticks of the passes (queue.c), at the owner's
          * slow path or in a pass that collects the idle owner. An idle
-         * owner's, which no pass could collect (the membarrier call
-         * refused), wait for the owner: they kept the purge thread for
-         * good once classes above 8 KiB began with small pages (a page of
-         * two blocks empties, and parks, more often; test
-         * idle_threads_refused). */
+         * owner's, which no pass can collect (the membarrier call
+         * refused), wait for the owner: counted here, they kept the purge
+         * thread waking for good (test idle_threads_refused). */
         if (spry_queues_spares_held(h) && !(collect && h->idle_collected)) waiting = true;
         /* A live owner lets the rest (its smaller classes' empty pages, the
          * remote frees into them) go at its next slow path. */
