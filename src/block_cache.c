@@ -93,8 +93,8 @@ void spry_bcache_refresh_limit(spry_heap_t *heap) {
     bool scavenged = spry_purge_collects();
     if (!scavenged && !heap->bcache_unscavenged) bcache_tighten(heap);
     size_t half = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 2;
+    /* (hot_limit is at most 16 MiB too: large.c, HOT_MAX) */
     size_t lo = heap->hot_limit, hi = scavenged ? HEAP_MAX : 4 * lo;
-    if (hi < lo) hi = lo;
     size_t limit = half < lo ? lo : half > hi ? hi : half;
     /* room may go below 0: pushes then go over until pops make room */
     heap->bcache_room += (ptrdiff_t)limit - (ptrdiff_t)heap->bcache_limit;

@@ -77,8 +77,7 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
         heap->limits_in = 15;
         spry_large_refresh_limit(heap);
         spry_bcache_refresh_limit(heap);
-        if (heap->spares) spry_queues_age_spares(heap);
-        if (heap->hot_bytes) spry_large_hot_age(heap);
+        spry_heap_age_caches(heap);
         /* a purge pass collects the caches once the owner goes idle
          * (steal.c), and its ticks age the spares: the purge thread must
          * be there */
@@ -446,6 +445,24 @@ spry_heap_t *spry_heaps_list(void) {
     spry_heap_t *all = heaps_all;
     spry_unlock(&heaps_lock);
     return all;
+}
+
+void spry_heap_age_caches(spry_heap_t *heap) {
+    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
+    if (tick == heap->aged_tick) return;
+    heap->aged_tick = tick;
+    if (heap->spares) spry_queues_age_spares(heap, tick);
+    if (heap->hot_bytes) spry_large_hot_age(heap, tick);
+}
+
+/* The owner's stores are plain: read as the scavenger reads the block
+ * caches (block_cache.c, spry_bcache_untouched), and looked at again under
+ * the guard. */
+__attribute__((no_sanitize("thread")))
+bool spry_heap_caches_due(spry_heap_t *heap) {
+    uint32_t aged = *(volatile uint32_t *)&heap->aged_tick;
+    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
+    return (spry_queues_spares_held(heap) || *(volatile size_t *)&heap->hot_bytes != 0) && tick - aged >= 2;
 }
 
 bool spry_heaps_purge(bool force, bool collect) {

@@ -35,6 +35,13 @@ void  spry_heap_drop_caches(spry_heap_t *heap, unsigned from, bool watch);
 /* A purge pass over all heaps; true while memory waits. `collect`: also
  * other threads' heaps (guard.h), idle ones, or with `force` (a trim) all. */
 bool  spry_heaps_purge(bool force, bool collect);
+/* The caches that age by purge ticks, the spare pages (queue.c) and the hot
+ * large spans (large.c): what is unused for two ticks goes back, at most
+ * once a tick. Owner (every 16th slow path), or a purge pass holding the
+ * owner off (steal.c) once spry_heap_caches_due, read without the guard,
+ * says the owner has not aged them for two ticks. */
+void  spry_heap_age_caches(spry_heap_t *heap);
+bool  spry_heap_caches_due(spry_heap_t *heap);
 /* Every heap ever made, through all_next (dormant ones included); safe to
  * walk without a lock. */
 spry_heap_t *spry_heaps_list(void);

@@ -12,7 +12,7 @@
  * is the same, so nothing new is touched. Bound: a quarter of the heap's
  * spans in use, at most HOT_MAX, at least its share of HOT_BYTES (4 MiB,
  * shared among heaps beyond one per CPU). A span not reused for two purge
- * ticks goes back to its segment (spry_large_hot_age), and thread exit,
+ * ticks goes back to its segment (spry_heap_age_caches), and thread exit,
  * spry_trim, malloc_trim and a purge pass that finds the owner idle
  * (steal.c) give them all back.
  * The share alone (4 MiB for one thread, 1 MiB each for 8 threads on 2
@@ -47,10 +47,7 @@ void spry_large_hot_flush(spry_heap_t *heap) {
     }
 }
 
-void spry_large_hot_age(spry_heap_t *heap) {
-    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
-    if (tick == heap->hot_tick) return;
-    heap->hot_tick = tick;
+void spry_large_hot_age(spry_heap_t *heap, uint32_t tick) {
     bool freed = false;
     for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS && heap->hot_bytes; s++) {
         spry_page_t **link = &heap->hot[s];
@@ -61,15 +58,6 @@ void spry_large_hot_age(spry_heap_t *heap) {
         }
     }
     if (freed) spry_purge_notify();           /* their slices, dirty, to purge */
-}
-
-/* The owner's stores are plain: read as the scavenger reads the block
- * caches (block_cache.c), and looked at again under the guard. */
-__attribute__((no_sanitize("thread")))
-bool spry_large_hot_due(spry_heap_t *heap) {
-    uint32_t aged = *(volatile uint32_t *)&heap->hot_tick;
-    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
-    return *(volatile size_t *)&heap->hot_bytes != 0 && tick - aged >= 2;
 }
 
 /* A span of `slices` slices fresh from the segments, set up as a large page

@@ -113,11 +113,8 @@ static inline bool spry_large_hot_push(spry_heap_t *heap, spry_page_t *page) {
 /* Gives every hot span back to its segment. */
 void  spry_large_hot_flush(spry_heap_t *heap);
 /* Gives back the hot spans not reused for two purge ticks (one to two purge
- * delays), once a tick: on the owner's slow path, or in a purge pass that
- * holds the owner off (steal.c) when the owner has not aged them for two
- * ticks (spry_large_hot_due, read without the guard). */
-void  spry_large_hot_age(spry_heap_t *heap);
-bool  spry_large_hot_due(spry_heap_t *heap);
+ * delays; `tick`: the current one); spry_heap_age_caches. */
+void  spry_large_hot_age(spry_heap_t *heap, uint32_t tick);
 /* Recomputes how much the hot cache may hold (live heaps may have changed). */
 void  spry_large_refresh_limit(spry_heap_t *heap);
 

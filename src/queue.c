@@ -178,7 +178,7 @@ static void page_give_back(spry_heap_t *heap, spry_page_t *page) {
  * not take a spare back (guard.h). A spare unused for two purge ticks (one
  * to two purge delays) goes back, at the owner's slow path or at a purge
  * pass that finds the owner outside its guarded paths
- * (spry_queues_age_spares), and an idle heap's with its caches. */
+ * (spry_heap_age_caches), and an idle heap's with its caches. */
 static bool page_park(spry_heap_t *heap, spry_page_t *page) {
     spry_page_queue_t *q = &heap->queues[page->class_idx];
     if (page->block_size <= SPRY_SMALL_MAX || q->spare) return false;
@@ -215,17 +215,7 @@ bool spry_queues_spares_held(spry_heap_t *heap) {
     return *(volatile uint32_t *)&heap->spares != 0;
 }
 
-__attribute__((no_sanitize("thread")))
-bool spry_queues_spares_due(spry_heap_t *heap) {
-    uint32_t aged = *(volatile uint32_t *)&heap->spares_tick;
-    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
-    return spry_queues_spares_held(heap) && tick - aged >= 2;
-}
-
-void spry_queues_age_spares(spry_heap_t *heap) {
-    uint32_t tick = __atomic_load_n(&heap->purge_tick, __ATOMIC_RELAXED);
-    if (tick == heap->spares_tick) return;
-    heap->spares_tick = tick;
+void spry_queues_age_spares(spry_heap_t *heap, uint32_t tick) {
     for (unsigned c = spry_class_of(SPRY_SMALL_MAX + 1); c < SPRY_CLASS_COUNT && heap->spares; c++) {
         spry_page_t *page = heap->queues[c].spare;
         if (page && tick - page->cache_tick >= 2) spare_give_back(heap, c);

@@ -54,13 +54,10 @@ void  spry_queue_push_back_in(spry_heap_t *heap, spry_page_t *page);
  * drain. */
 void  spry_page_release(spry_heap_t *heap, spry_page_t *page);
 /* Gives back the spare pages (queue.c, page_park) unused since the purge
- * tick before last; at most once a tick. Owner, or a purge pass holding
- * the heap (steal.c). */
-void  spry_queues_age_spares(spry_heap_t *heap);
-/* A purge pass's looks, without the guard: the heap holds spares; it
- * holds spares the owner has not aged for two ticks. */
+ * tick before last (`tick`: the current one); spry_heap_age_caches. */
+void  spry_queues_age_spares(spry_heap_t *heap, uint32_t tick);
+/* A purge pass's look, without the guard: the heap holds spares. */
 bool  spry_queues_spares_held(spry_heap_t *heap);
-bool  spry_queues_spares_due(spry_heap_t *heap);
 /* The owner frees a block of a page whose key says FULL. */
 void  spry_heap_free_full(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 /* Collects the remote frees of every queued page of class `from` and up,

@@ -7,7 +7,6 @@
 #include "os.h"
 #include "stats.h"
 #include "block_cache.h"
-#include "large.h"
 
 void spry_heap_enter_wait(spry_heap_t *heap) {
     for (;;) {
@@ -70,7 +69,7 @@ void spry_heaps_scavenge(spry_heap_t *all) {
     for (spry_heap_t *h = all; h; h = h->all_next) {
         /* both looks every pass: the first keeps its record */
         h->scavenge = !h->idle_collected &&
-                      (spry_bcache_untouched(h) | spry_queues_spares_due(h) | spry_large_hot_due(h));
+                      (spry_bcache_untouched(h) | spry_heap_caches_due(h));
         if (!h->scavenge) continue;
         atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
         any = true;
@@ -81,8 +80,7 @@ void spry_heaps_scavenge(spry_heap_t *all) {
         if (!h->scavenge) continue;
         if (fenced && atomic_load_explicit(&h->busy, memory_order_acquire) != SPRY_GUARD_IN) {
             spry_bcache_scavenge(h);
-            spry_queues_age_spares(h);
-            spry_large_hot_age(h);
+            spry_heap_age_caches(h);
         }
         atomic_store_explicit(&h->steal, 0, memory_order_release);
         spry_os_wake_all(&h->steal);

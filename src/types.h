@@ -340,13 +340,13 @@ typedef struct spry_heap {
     uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
-    uint32_t hot_tick;                  /* purge_tick of its last aging    */
     /* OS pages past live growable large blocks left resident (large.c),
      * and how many may be (refreshed on slow paths) */
     uint32_t tail_pages, tail_limit;
     uint8_t limits_in;                  /* slow paths until the next refresh */
     uint32_t spares;                    /* queues[].spare set (queue.c)    */
-    uint32_t spares_tick;               /* purge_tick of their last aging  */
+    uint32_t aged_tick;                 /* purge_tick of the last aging of
+                                           spares and hot spans (heap.c)  */
     /* class pages set up, given back to their segments, and spares taken
      * again, so far (statistics; relaxed atomic adds: the owner's fast path
      * and a purge pass may give pages back at once) */
