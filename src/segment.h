@@ -27,11 +27,11 @@ size_t spry_heap_share(size_t bytes);
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable);
 /* Gives back the slices of an owned span after its first `keep`. */
 void spry_span_cut(spry_heap_t *heap, spry_page_t *page, unsigned keep);
-/* A heap whose owner left (heap lock not held): its free resident memory
- * is held to the budget of that owner's peak use (twice it, with the same
- * floor as below), not of the peak since the last purge tick, which may
- * be earlier owners': over it, trimmed at once as a heap over its budget
- * is. Threads that come and go, each taking a dormant heap, otherwise left
+/* A heap whose owner left: its free resident memory is held to the budget
+ * of that owner's peak use (twice it, at least the floor of every budget:
+ * segment.c, heap_budget), not of the peak since the last purge tick, which
+ * may be earlier owners': over it, trimmed at once as a heap over its
+ * budget is. Threads that come and go, each taking a dormant heap, otherwise left
  * every dormant heap twice the largest use of any of its recent owners
  * until the next ticks: threads passing blocks of 8 B-400 KiB to each
  * other (bench exchange) kept 27.9 MB resident at one thread at a time

@@ -314,8 +314,9 @@ typedef struct spry_heap {
     _Atomic(size_t) span_dirty;         /* includes the span cache          */
     size_t span_in_use_peak;            /* highest span_in_use since the last
                                            purge tick (heap lock)            */
-    size_t owner_peak;                  /* highest span_in_use since the
-                                           heap last went dormant (heap lock) */
+    size_t owner_peak;                  /* highest span_in_use since its
+                                           owner took it: since the last trim
+                                           at dormancy (heap lock)           */
     /* Recently freed spans by slice count, reused as they are: a block of the
      * same size lands where the last one was, touching no new memory. LIFO,
      * heap lock; flushed to the segments at the next purge tick. */
