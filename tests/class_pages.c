@@ -11,12 +11,12 @@
  * Then the same classes used heavily (48 blocks each: the small first
  * page, then full ones) must not cost more span bytes than 1.5 times
  * their blocks (1.19 times). */
-#include <pthread.h>
 #include <spry.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "check.h"
+#include "in_thread.h"
 
 #define FIRST   17           /* 8 KiB x 2^(k/8), k = 17..40: 36 KiB-256 KiB */
 #define CLASSES 40
@@ -93,14 +93,8 @@ static void *heavy(void *arg) {
 
 /* Each part in a thread of its own: a new heap, with no page of these
  * classes yet. */
-static void run(void *(*part)(void *)) {
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, part, NULL) == 0);
-    CHECK(pthread_join(t, NULL) == 0);
-}
-
 int main(void) {
-    run(one_each);
-    run(heavy);
+    run_in_thread(one_each, NULL);
+    run_in_thread(heavy, NULL);
     return 0;
 }

@@ -14,13 +14,13 @@
  *     the 48 MiB stayed until the next ticks, here an hour; RSS must drop
  *     with it.
  * The blocks' contents are checked. */
-#include <pthread.h>
 #include <spry.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
+#include "in_thread.h"
 #include "rss.h"
 
 #define MIB ((size_t)1 << 20)
@@ -45,11 +45,9 @@ static void *use(void *arg) {
 }
 
 static void run(size_t n, size_t bytes) {
-    pthread_t t;
     blocks = n;
     block_bytes = bytes;
-    CHECK(pthread_create(&t, NULL, use, NULL) == 0);
-    CHECK(pthread_join(t, NULL) == 0);
+    run_in_thread(use, NULL);
 }
 
 static spry_stats_t stats(void) {

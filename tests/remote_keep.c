@@ -19,10 +19,10 @@
  *   remote_keep trimmed    a head that spry_trim unpinned (below)
  *   remote_keep light      spares of an owner that takes no slow path (below) */
 #include "check.h"
+#include "in_thread.h"
 #include "threads.h"
 #include "printed_stats.h"
 #include <spry.h>
-#include <pthread.h>
 #include <time.h>
 
 #define ROUNDS 20
@@ -93,11 +93,9 @@ static void *free_range(void *arg) {
 }
 
 static void free_remotely(size_t from, size_t to) {
-    pthread_t t;
     free_from = from;
     free_to = to;
-    CHECK(pthread_create(&t, NULL, free_range, NULL) == 0);
-    CHECK(pthread_join(t, NULL) == 0);
+    run_in_thread(free_range, NULL);
 }
 
 static void slow_path(size_t n) {
@@ -141,9 +139,7 @@ static void touch(void) {
 static void light(void) {
     touch();
     fill_round();
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, consume, NULL) == 0);
-    CHECK(pthread_join(t, NULL) == 0);
+    run_in_thread(consume, NULL);
     collect_round();
     size_t start = in_use(), now = start;
     double t0 = threads_now_s();
@@ -160,9 +156,7 @@ int main(int argc, char **argv) {
     /* what any round leaves besides the classes' pages: this heap's pages
      * of the thread machinery's blocks, the second thread's heap (dormant
      * between rounds, taken again by the next thread) */
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, consume_none, NULL) == 0);
-    CHECK(pthread_join(t, NULL) == 0);
+    run_in_thread(consume_none, NULL);
     size_t start = in_use(), total = 0;
     if (argc > 1 && strcmp(argv[1], "trimmed") == 0) {
         trimmed(start);
@@ -177,8 +171,7 @@ int main(int argc, char **argv) {
         fill_round();
         CHECKF(in_use() >= COUNT * total, "round %d: %zu KiB in use with every block live", r,
                in_use() / KiB);
-        CHECK(pthread_create(&t, NULL, consume, NULL) == 0);
-        CHECK(pthread_join(t, NULL) == 0);
+        run_in_thread(consume, NULL);
         collect_round();
         size_t now = in_use(), kept = now > start ? now - start : 0;
         CHECKF(kept <= 3 * CLASSES * 64 * KiB, "round %d: %zu KiB kept in use after every block came "
