@@ -314,9 +314,6 @@ typedef struct spry_heap {
     _Atomic(size_t) span_dirty;         /* includes the span cache          */
     size_t span_in_use_peak;            /* highest span_in_use since the last
                                            purge tick (heap lock)            */
-    size_t owner_peak;                  /* highest span_in_use since its
-                                           owner took it: since the last trim
-                                           at dormancy (heap lock)           */
     /* Recently freed spans by slice count, reused as they are: a block of the
      * same size lands where the last one was, touching no new memory. LIFO,
      * heap lock; flushed to the segments at the next purge tick. */
@@ -376,6 +373,12 @@ typedef struct spry_heap {
     _Atomic(int) leaving;               /* LEAVING_*: its thread is exiting
                                            (heap.c, heap_wait_leaving)      */
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
+    /* Here, with the other fields of a heap's life, not by the span counts:
+     * moved there it moved the block cache's offset too, and free's address
+     * arithmetic took an instruction more (a pair of 4,000 B: 84) */
+    size_t owner_peak;                  /* highest span_in_use since its
+                                           owner took it: since the last trim
+                                           at dormancy (heap lock)           */
 } spry_heap_t;
 
 /* Relaxed: plain moves on x86-64. Remote threads may read a key while the
