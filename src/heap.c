@@ -250,17 +250,13 @@ static void dormant_unlink(spry_heap_t *heap) {
 }
 
 /* A heap whose thread is gone goes dormant: keys zeroed (its blocks' frees
- * take the remote path), what it holds collected, its free memory held to
- * its owner's budget if `trim` (segment.h; not for a heap borrowed for one
- * late malloc, which would hold it to that malloc's use), then on the
- * dormant list for the next new thread; purge passes collect what is freed
- * into it. */
-static void heap_make_dormant(spry_heap_t *heap, bool trim) {
+ * take the remote path), what it holds collected, then on the dormant list
+ * for the next new thread; purge passes collect what is freed into it. */
+static void heap_make_dormant(spry_heap_t *heap) {
     spry_heap_enter(heap);
     heap_rekey(heap, 0);
     spry_heap_collect(heap);
     spry_heap_leave(heap);
-    if (trim) spry_heap_trim_dormant(heap);
     spry_lock(&heaps_lock);
     dormant_push(heap);
     spry_stat_add(&spry_stat.heaps_abandoned, 1);
@@ -276,7 +272,7 @@ static void heap_thread_exit(void *arg) {
     /* Frees made after this point (later destructors) go the remote way. */
     spry_tls_heap = &spry_empty_heap;
     tls_exited = 1;
-    heap_make_dormant(heap, true);
+    heap_make_dormant(heap);
     spry_purge_start_point();
 }
 
@@ -412,7 +408,7 @@ static void *heap_malloc_late(size_t n, size_t align) {
     void *p = heap_malloc_slow(heap, n, align);
     int saved = errno;
     spry_tls_heap = &spry_empty_heap;
-    heap_make_dormant(heap, false);
+    heap_make_dormant(heap);
     errno = saved;
     return p;
 }
@@ -570,7 +566,7 @@ void spry_heaps_fork_child(void) {
         spry_large_hot_flush(h);     /* the counts may be off by a cut push */
         for (unsigned s = 0; s < SPRY_SPAN_CACHE_SLOTS; s++) h->hot_count[s] = 0;
         h->hot_bytes = 0;
-        heap_make_dormant(h, true);
+        heap_make_dormant(h);
     }
 }
 

@@ -46,11 +46,10 @@ static inline void heap_count(_Atomic(size_t) *c, size_t add, size_t sub) {
     atomic_store_explicit(c, v > sub ? v - sub : 0, memory_order_relaxed);
 }
 
-/* span_in_use grew: keep the peaks (heap lock). */
+/* span_in_use grew: keep the peak (heap lock). */
 static inline void heap_peak(spry_heap_t *heap) {
     size_t v = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
     if (v > heap->span_in_use_peak) heap->span_in_use_peak = v;
-    if (v > heap->owner_peak) heap->owner_peak = v;
 }
 
 /* The heap's segment list keeps those with free slices ahead of the full
@@ -352,13 +351,10 @@ size_t spry_heap_share(size_t bytes) {
  * a program that frees most of its memory at once should not pay for
  * madvise in the middle of that (the next tick returns it anyway); one whose
  * freed memory keeps growing while its use stays flat should. */
-static size_t budget_of(size_t peak) {
-    size_t floor = spry_heap_share(DIRTY_FLOOR);
-    return 2 * peak > floor ? 2 * peak : floor;
-}
-
 static size_t heap_budget(spry_heap_t *heap) {
-    return budget_of(heap->span_in_use_peak);
+    size_t in_use = heap->span_in_use_peak;
+    size_t floor = spry_heap_share(DIRTY_FLOOR);
+    return 2 * in_use > floor ? 2 * in_use : floor;
 }
 
 static void heap_trim_locked(spry_heap_t *heap, size_t budget);
@@ -397,14 +393,6 @@ static void heap_trim_locked(spry_heap_t *heap, size_t budget) {
     cache_flush(heap, true);
     heap_purge_locked(heap, false, false, budget / 2);
     heap_purge_locked(heap, true, false, budget / 2);
-}
-
-void spry_heap_trim_dormant(spry_heap_t *heap) {
-    spry_lock(&heap->lock);
-    size_t budget = budget_of(heap->owner_peak);
-    if (atomic_load_explicit(&heap->span_dirty, memory_order_relaxed) > budget) heap_trim_locked(heap, budget);
-    heap->owner_peak = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed);
-    spry_unlock(&heap->lock);
 }
 
 void spry_heap_trim_urgent(spry_heap_t *heap) {

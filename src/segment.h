@@ -27,18 +27,6 @@ size_t spry_heap_share(size_t bytes);
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable);
 /* Gives back the slices of an owned span after its first `keep`. */
 void spry_span_cut(spry_heap_t *heap, spry_page_t *page, unsigned keep);
-/* A heap whose owner left: its free resident memory is held to the budget
- * of that owner's peak use (twice it, at least the floor of every budget:
- * segment.c, heap_budget), not of the peak since the last purge tick, which
- * may be earlier owners': over it, trimmed at once as a heap over its
- * budget is. Threads that come and go, each taking a dormant heap, otherwise left
- * every dormant heap twice the largest use of any of its recent owners
- * until the next ticks: threads passing blocks of 8 B-400 KiB to each
- * other (bench exchange) kept 27.9 MB resident at one thread at a time
- * (800 rounds), 61.5 MB at eight (100 rounds), now 12.8 and 32.4 MB; its
- * cells of 50 rounds, 2 and 8 threads: 15.0 -> 12.6 and 40.2 -> 26.3 MB.
- * Time the same (medians of 10 runs, 2 CPUs), page faults 1.06-1.85x. */
-void spry_heap_trim_dormant(spry_heap_t *heap);
 /* The purge thread's side of a heap gone over its free-memory budget. */
 void spry_heap_trim_urgent(spry_heap_t *heap);
 /* Purges the heap's free slices that were free at the previous call (all if

@@ -373,12 +373,6 @@ typedef struct spry_heap {
     _Atomic(int) leaving;               /* LEAVING_*: its thread is exiting
                                            (heap.c, heap_wait_leaving)      */
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
-    /* Here, with the other fields of a heap's life, not by the span counts:
-     * moved there it moved the block cache's offset too, and free's address
-     * arithmetic took an instruction more (a pair of 4,000 B: 84) */
-    size_t owner_peak;                  /* highest span_in_use since its
-                                           owner took it: since the last trim
-                                           at dormancy (heap lock)           */
 } spry_heap_t;
 
 /* Relaxed: plain moves on x86-64. Remote threads may read a key while the
