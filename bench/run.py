@@ -434,15 +434,17 @@ def plan(mode, server_threads, notes, churn_seconds=None):
     for t in ex_threads:
         cells.append(Cell("exchange", "threads=%d rounds=%d steps=%d" % (t, ex_rounds, ex_steps),
                           {"threads": t, "rounds": ex_rounds, "steps": ex_steps, "live": ex_live,
-                           "transfer": ex_transfer, "max": ex_max, "seed": SEED},
+                           "transfer": ex_transfer, "max": ex_max, "touch": "pages", "seed": SEED},
                           "exchange", ["--threads", t, "--rounds", ex_rounds, "--steps", ex_steps,
                                        "--live", ex_live, "--transfer", ex_transfer,
-                                       "--max", ex_max, "--seed", SEED],
+                                       "--max", ex_max, "--touch", "pages", "--seed", SEED],
                           est=3e-8 * t * ex_rounds * ex_steps + 0.05 * ex_rounds / 10,
                           timeout=300))
     notes["exchange"] = ["%d rounds of threads, each doing %d steps with up to %d live blocks "
-                         "(90%% 8-128 B, 9%% 128 B-8 KiB, 1%% 8-%d KiB) and a shared array of "
-                         "%d slots for handing blocks over." % (
+                         "(90%% 8-128 B, 9%% 128 B-8 KiB, 1%% 8-%d KiB, each written on every "
+                         "page: with only their ends written, memory purged and taken again cost "
+                         "a fault or two a block and the RSS counted little of the large blocks) "
+                         "and a shared array of %d slots for handing blocks over." % (
                              ex_rounds, ex_steps, ex_live, ex_max // 1024, ex_transfer)]
 
     mixed_cells = [(500_000, 5_000_000)] if quick else [(100_000, 50_000_000), (1_000_000, 50_000_000)]
