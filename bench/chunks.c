@@ -89,8 +89,7 @@ int main(int argc, char **argv)
       {"threads", BENCH_OPT_U64, &cfg.threads, 1, 1024, "T", "worker threads"},
       {"ops", BENCH_OPT_U64, &cfg.ops, 1, 1e12, "N", "malloc/free pairs per thread"},
       {"live", BENCH_OPT_U64, &cfg.live, 1, 1e8, "K", "live blocks per thread"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is stamped and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed (thread i uses N+i)"},
   };
   pthread_t *tids;
@@ -101,8 +100,7 @@ int main(int argc, char **argv)
   bench_parse(argc, argv, about, opts, sizeof opts / sizeof opts[0]);
   if (cfg.min > cfg.max)
     bench_usage_error(argv[0], "--min is larger than --max");
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
 
   tids = (pthread_t *)calloc(cfg.threads, sizeof *tids);
   workers = (struct worker *)calloc(cfg.threads, sizeof *workers);

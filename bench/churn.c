@@ -184,8 +184,7 @@ int main(int argc, char **argv)
        "untimed steps before the clock starts, in multiples of the slot count"},
       {"pattern", BENCH_OPT_STR, &cfg.pattern_name, 0, 0, "steps|pairs",
        "one malloc or free per step, or free + malloc pairs"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is stamped and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed (thread i uses N+i)"},
       {"corrupt-test", BENCH_OPT_FLAG, &cfg.corrupt_test, 0, 0, NULL, NULL},
   };
@@ -198,8 +197,7 @@ int main(int argc, char **argv)
   if (cfg.min > cfg.max)
     bench_usage_error(argv[0], "--min %llu is larger than --max %llu",
                       (unsigned long long)cfg.min, (unsigned long long)cfg.max);
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
   if (strcmp(cfg.pattern_name, "steps") == 0)
     cfg.pattern = CHURN_STEPS;
   else if (strcmp(cfg.pattern_name, "pairs") == 0)

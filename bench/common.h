@@ -431,6 +431,20 @@ static inline int bench_touch_parse(const char *s, enum bench_touch *out)
   return 0;
 }
 
+/* The --touch option: its entry in a program's table, and its value once
+ * bench_parse has run (a bad one is a usage error). */
+#define BENCH_OPT_TOUCH(name)                                                  \
+  {"touch", BENCH_OPT_STR, &(name), 0, 0, "ends|pages|all",                    \
+   "how much of each block is stamped and checked"}
+
+static inline enum bench_touch bench_touch_option(const char *prog, const char *name)
+{
+  enum bench_touch touch;
+  if (bench_touch_parse(name, &touch) != 0)
+    bench_usage_error(prog, "--touch must be ends, pages or all");
+  return touch;
+}
+
 /* The pattern depends on the address and the size, so a block handed out
  * twice at once, or a stale pattern left by a previous owner, fails. */
 static inline uint64_t bench_pattern(const void *p, size_t n)

@@ -140,8 +140,7 @@ int main(int argc, char **argv)
       {"live", BENCH_OPT_U64, &cfg.live, 1, 1e8, "K", "blocks a thread keeps at most"},
       {"transfer", BENCH_OPT_U64, &cfg.transfer, 1, 1e8, "S", "slots of the shared array"},
       {"max", BENCH_OPT_U64, &cfg.max, 128, 1e12, "BYTES", "largest block size"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is stamped and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed"},
       {"corrupt-test", BENCH_OPT_FLAG, &cfg.corrupt_test, 0, 0, NULL, NULL},
   };
@@ -149,8 +148,7 @@ int main(int argc, char **argv)
   double start, seconds;
 
   bench_parse(argc, argv, about, opts, sizeof opts / sizeof opts[0]);
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
   transfer = (struct shared *)calloc(cfg.transfer, sizeof *transfer);
   struct worker *workers = (struct worker *)calloc(cfg.threads, sizeof *workers);
   pthread_t *tids = (pthread_t *)calloc(cfg.threads, sizeof *tids);

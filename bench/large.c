@@ -103,8 +103,7 @@ int main(int argc, char **argv)
       {"min", BENCH_OPT_U64, &cfg.min, 1, 1e12, "BYTES", "smallest block"},
       {"max", BENCH_OPT_U64, &cfg.max, 1, 1e12, "BYTES", "largest block"},
       {"dist", BENCH_OPT_STR, &cfg.dist_name, 0, 0, "log|uniform", "size distribution"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is written and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed (thread i uses N+i)"},
       {"corrupt-test", BENCH_OPT_FLAG, &cfg.corrupt_test, 0, 0, NULL, NULL},
   };
@@ -116,8 +115,7 @@ int main(int argc, char **argv)
   bench_parse(argc, argv, about, opts, sizeof opts / sizeof opts[0]);
   if (cfg.min > cfg.max)
     bench_usage_error(argv[0], "--min is larger than --max");
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
   if (strcmp(cfg.dist_name, "log") == 0)
     cfg.log_dist = 1;
   else if (strcmp(cfg.dist_name, "uniform") == 0)

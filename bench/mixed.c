@@ -55,8 +55,7 @@ int main(int argc, char **argv)
   const bench_opt opts[] = {
       {"live", BENCH_OPT_U64, &cfg.live, 1, 1e9, "K", "live blocks (about)"},
       {"ops", BENCH_OPT_U64, &cfg.ops, 0, 1e12, "N", "steps (one malloc or free each)"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is stamped and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed"},
       {"corrupt-test", BENCH_OPT_FLAG, &cfg.corrupt_test, 0, 0, NULL, NULL},
   };
@@ -70,8 +69,7 @@ int main(int argc, char **argv)
   int c;
 
   bench_parse(argc, argv, about, opts, sizeof opts / sizeof opts[0]);
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
   for (c = 0; c < 13; c++)
     cumulative[c] = sum += mixed_weight[c];
 

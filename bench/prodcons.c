@@ -179,8 +179,7 @@ int main(int argc, char **argv)
       {"ring", BENCH_OPT_U64, &cfg.ring, 1, 1 << 24, "N",
        "ring capacity per producer-consumer pair (rounded up to a power of 2)"},
       {"seconds", BENCH_OPT_DOUBLE, &cfg.seconds, 0.001, 3600, "S", "how long producers run"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is stamped and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed (producer i uses N+i)"},
       {"corrupt-test", BENCH_OPT_FLAG, &cfg.corrupt_test, 0, 0, NULL, NULL},
   };
@@ -194,8 +193,7 @@ int main(int argc, char **argv)
   if (cfg.min > cfg.max)
     bench_usage_error(argv[0], "--min %llu is larger than --max %llu",
                       (unsigned long long)cfg.min, (unsigned long long)cfg.max);
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
   while (cap < cfg.ring)
     cap <<= 1;
   ring_mask = cap - 1;

@@ -111,8 +111,7 @@ int main(int argc, char **argv)
       {"max", BENCH_OPT_U64, &cfg.max, 1, 1e12, "BYTES", "largest block size"},
       {"seconds", BENCH_OPT_DOUBLE, &cfg.seconds, 0.001, 3600, "S",
        "after this, the running threads finish their steps and start no successor"},
-      {"touch", BENCH_OPT_STR, &cfg.touch_name, 0, 0, "ends|pages|all",
-       "how much of each block is stamped and checked"},
+      BENCH_OPT_TOUCH(cfg.touch_name),
       {"seed", BENCH_OPT_U64, &cfg.seed, 0, 1.8e19, "N", "PRNG seed (lane i uses N+i)"},
       {"corrupt-test", BENCH_OPT_FLAG, &cfg.corrupt_test, 0, 0, NULL, NULL},
   };
@@ -123,8 +122,7 @@ int main(int argc, char **argv)
   if (cfg.min > cfg.max)
     bench_usage_error(argv[0], "--min %llu is larger than --max %llu",
                       (unsigned long long)cfg.min, (unsigned long long)cfg.max);
-  if (bench_touch_parse(cfg.touch_name, &cfg.touch) != 0)
-    bench_usage_error(argv[0], "--touch must be ends, pages or all");
+  cfg.touch = bench_touch_option(argv[0], cfg.touch_name);
 
   lanes = (struct lane *)calloc(cfg.threads, sizeof *lanes);
   if (!lanes)
