@@ -31,6 +31,25 @@ static int mask_find_run(uint64_t m, unsigned n, unsigned step) {
     return r ? __builtin_ctzll(r) : -1;
 }
 
+/* The start of the longest run of set bits of m, or -1; *len: its length,
+ * at most cap (the search stops at the first run that long). */
+static int mask_longest_run(uint64_t m, unsigned cap, unsigned *len) {
+    int best = -1;
+    *len = 0;
+    while (m) {
+        unsigned i = (unsigned)__builtin_ctzll(m);
+        uint64_t rest = ~(m >> i);
+        unsigned l = rest ? (unsigned)__builtin_ctzll(rest) : 64 - i;
+        if (l > *len) {
+            best = (int)i;
+            *len = l < cap ? l : cap;
+            if (l >= cap) break;
+        }
+        m &= ~SLICE_BITS(i, l);
+    }
+    return best;
+}
+
 /* The index of a page's first slice in its segment. */
 static inline unsigned page_slice(const spry_page_t *page) {
     return (unsigned)(page - spry_segment_pages(spry_segment_of(page)));
@@ -179,7 +198,8 @@ static void cache_flush(spry_heap_t *heap, bool all) {
     }
 }
 
-spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) {
+/* spry_span_alloc, and spry_span_alloc_least with least < slices (step 1). */
+static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step, unsigned least) {
     spry_lock(&heap->lock);
     /* A cached span serves an aligned request only if it starts aligned. */
     spry_page_t **link = &heap->span_cache[slices];
@@ -216,6 +236,17 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
         for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
     }
+    if (at < 0 && least < slices) {
+        /* the longest resident run of at least `least`, before fresh ones */
+        unsigned best = 0;
+        spry_segment_t *found = NULL;
+        for (spry_segment_t *s = heap->segments; s && s->free_mask; s = s->next) {
+            unsigned len;
+            int i = mask_longest_run(s->free_mask & s->dirty_mask, slices, &len);
+            if (i >= 0 && len >= least && len > best) { best = len; found = s; at = i; }
+        }
+        if (found) { seg = found; slices = best; }
+    }
     if (at < 0)
         for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
@@ -240,6 +271,14 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) 
     page->is_zero = was_dirty == 0;
     page->heap = heap;
     return page;
+}
+
+spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step) {
+    return span_alloc(heap, slices, step, slices);
+}
+
+spry_page_t *spry_span_alloc_least(spry_heap_t *heap, unsigned slices, unsigned least) {
+    return span_alloc(heap, slices, 1, least);
 }
 
 /* Gives the slices of a span after its first `keep` back (free, dirty).

@@ -14,6 +14,11 @@
  * slices + step <= SPRY_SLICES always fits a segment. NULL when out of
  * memory. */
 spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step);
+/* The same (step 1), but where neither the span cache nor the resident free
+ * slices hold `slices` in a row, the longest resident run of at least
+ * `least` slices, if any, rather than slices never used: the page's
+ * slice_count says which. */
+spry_page_t *spry_span_alloc_least(spry_heap_t *heap, unsigned slices, unsigned least);
 /* Gives the page's slices back to its segment; memory purged later. */
 void spry_span_free(spry_heap_t *heap, spry_page_t *page);
 /* `bytes` when there are no more live heaps than CPUs the process may use,

@@ -57,7 +57,8 @@ static inline unsigned spry_class_slices(unsigned c) {
 
 /* Slices of the next page of class c for a heap that holds `pages` of that
  * class: the first page of a class of blocks above 32 KiB holds two blocks,
- * the next ones spry_class_slices(c) (512 KiB to 2 MiB). Why: a thread
+ * the next ones spry_class_slices(c) (512 KiB to 2 MiB; the second may be
+ * shorter where resident slices hold it, queue.c). Why: a thread
  * that used a block or two of many such classes held a page of 7 to 14
  * blocks for each (2 MiB for one block of 200 KiB); the span bytes a heap
  * has in use set the budget of dirty memory it may keep (segment.c), and
