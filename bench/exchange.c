@@ -167,6 +167,15 @@ int main(int argc, char **argv)
       ops += workers[i].steps;
   }
   seconds = bench_now() - start;
+  /* The shared array's blocks are checked before the result: a damaged one
+   * left there ends the run without a RESULT line (printed first, a failed
+   * run looked like a measurement; the corruption test failed when its
+   * damaged block was never taken out of the array) */
+  for (i = 0; i < cfg.transfer; i++) {
+    struct block *b = atomic_load_explicit(&transfer[i].cell, memory_order_acquire);
+    if (b)
+      block_free(b, "stamp damaged at teardown");
+  }
   bench_result(TEST_NAME,
                "threads=%llu rounds=%llu steps=%llu live=%llu transfer=%llu max=%llu touch=%s "
                "seed=%llu seconds=%.4f ops=%llu mops=%.4f",
@@ -175,11 +184,6 @@ int main(int argc, char **argv)
                (unsigned long long)cfg.transfer, (unsigned long long)cfg.max, cfg.touch_name,
                (unsigned long long)cfg.seed, seconds, (unsigned long long)ops,
                (double)ops / seconds / 1e6);
-  for (i = 0; i < cfg.transfer; i++) {
-    struct block *b = atomic_load_explicit(&transfer[i].cell, memory_order_acquire);
-    if (b)
-      block_free(b, "stamp damaged at teardown");
-  }
   free(transfer);
   free(workers);
   free(tids);

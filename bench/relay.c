@@ -155,6 +155,9 @@ int main(int argc, char **argv)
     generations += lanes[i].generations;
   }
   seconds = bench_span_seconds(&lanes[0].span, (size_t)cfg.threads, sizeof *lanes);
+  /* checked before the result: a damaged block ends the run without one */
+  for (i = 0; i < cfg.threads; i++)
+    bench_slots_free(TEST_NAME, lanes[i].slot, lanes[i].size, cfg.live, cfg.touch);
   bench_result(TEST_NAME,
                "threads=%llu live=%llu steps=%llu min=%llu max=%llu touch=%s seed=%llu "
                "seconds=%.4f ops=%llu generations=%llu mops=%.4f",
@@ -163,8 +166,6 @@ int main(int argc, char **argv)
                (unsigned long long)cfg.max, cfg.touch_name, (unsigned long long)cfg.seed,
                seconds, (unsigned long long)ops, (unsigned long long)generations,
                (double)ops / seconds / 1e6);
-  for (i = 0; i < cfg.threads; i++)
-    bench_slots_free(TEST_NAME, lanes[i].slot, lanes[i].size, cfg.live, cfg.touch);
   pthread_attr_destroy(&thread_attr);
   free(lanes);
   return BENCH_EXIT_OK;
