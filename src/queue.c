@@ -299,9 +299,10 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
      * through, these pages were over half of the slices taken fresh). So
      * that page may be shorter, down to the first page's length, if
      * resident slices hold it: 0.75x the peak RSS at 8 threads, 0.83x at
-     * 2, 0.73x the page faults, the rate level (alternating runs). Every
-     * page so made cost churns of 64-512 KiB blocks 0.78-0.94x the rate
-     * and 1.07-1.35x the RSS (their classes' many pages cut short). */
+     * 2, 0.73x the page faults, the rate level (alternating runs). Letting
+     * every later page be cut so as well cost churns of 64-512 KiB blocks
+     * 0.78-0.94x the rate and 1.07-1.35x the RSS (their classes' many
+     * pages cut short); the second page alone leaves them level. */
     unsigned slices = spry_class_page_slices(c, q->pages);
     unsigned least = q->pages == 1 ? spry_class_page_slices(c, 0) : slices;
     spry_page_t *page = spry_span_alloc_least(heap, slices, least);
