@@ -157,7 +157,7 @@ static void *second_page(void *arg) {
 }
 
 /* Each part in a thread of its own: a new heap, with no page of these
- * classes yet (second_page trims, its heap keeps none). */
+ * classes yet (second_page also trims first: no resident free slices). */
 int main(void) {
     run_in_thread(one_each, NULL);
     run_in_thread(heavy, NULL);
