@@ -291,21 +291,8 @@ void *spry_class_alloc(spry_heap_t *heap, unsigned c) {
     if (p) return p;
     spry_page_queue_t *q = &heap->queues[c];
     if (q->spare) return spare_take(heap, q);
-    /* A class's second page is the first of its full length (up to 2 MiB,
-     * sizeclass.h), and a heap that holds one page of the class may never
-     * need it: threads that pass blocks of up to 400 KiB around (bench
-     * exchange) took most such pages from slices never used, their heaps'
-     * free resident runs being shorter (at 8 threads, blocks written
-     * through, these pages were over half of the slices taken fresh). So
-     * that page may be shorter, down to the first page's length, if
-     * resident slices hold it: 0.75x the peak RSS at 8 threads, 0.83x at
-     * 2, 0.73x the page faults, the rate level (alternating runs). Letting
-     * every later page be cut so as well cost churns of 64-512 KiB blocks
-     * 0.78-0.94x the rate and 1.07-1.35x the RSS (their classes' many
-     * pages cut short); the second page alone leaves them level. */
-    unsigned slices = spry_class_page_slices(c, q->pages);
-    unsigned least = q->pages == 1 ? spry_class_page_slices(c, 0) : slices;
-    spry_page_t *page = spry_span_alloc_least(heap, slices, least);
+    spry_page_t *page = spry_span_alloc_least(heap, spry_class_page_slices(c, q->pages),
+                                              spry_class_page_least(c, q->pages));
     if (!page) return NULL;
     spry_page_init_class(heap, page, c);
     atomic_fetch_add_explicit(&heap->pages_made, 1, memory_order_relaxed);

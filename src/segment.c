@@ -31,20 +31,16 @@ static int mask_find_run(uint64_t m, unsigned n, unsigned step) {
     return r ? __builtin_ctzll(r) : -1;
 }
 
-/* The start of the longest run of set bits of m, or -1; *len: its length,
- * at most cap (the search stops at the first run that long). */
-static int mask_longest_run(uint64_t m, unsigned cap, unsigned *len) {
+/* The start of the longest run of set bits of m (the lowest of equals), or
+ * -1; *len: its length. */
+static int mask_longest_run(uint64_t m, unsigned *len) {
     int best = -1;
     *len = 0;
     while (m) {
         unsigned i = (unsigned)__builtin_ctzll(m);
         uint64_t rest = ~(m >> i);
         unsigned l = rest ? (unsigned)__builtin_ctzll(rest) : 64 - i;
-        if (l > *len) {
-            best = (int)i;
-            *len = l < cap ? l : cap;
-            if (l >= cap) break;
-        }
+        if (l > *len) { best = (int)i; *len = l; }
         m &= ~SLICE_BITS(i, l);
     }
     return best;
@@ -237,12 +233,13 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
             if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
     }
     if (at < 0 && least < slices) {
-        /* the longest resident run of at least `least`, before fresh ones */
+        /* the longest resident run of at least `least`, before fresh ones;
+         * none is `slices` long (the searches above, under this lock) */
         unsigned best = 0;
         spry_segment_t *found = NULL;
         for (spry_segment_t *s = heap->segments; s && s->free_mask; s = s->next) {
             unsigned len;
-            int i = mask_longest_run(s->free_mask & s->dirty_mask, slices, &len);
+            int i = mask_longest_run(s->free_mask & s->dirty_mask, &len);
             if (i >= 0 && len >= least && len > best) { best = len; found = s; at = i; }
         }
         if (found) { seg = found; slices = best; }

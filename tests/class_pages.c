@@ -13,8 +13,9 @@
  * their blocks (1.19 times). Last, a class's second page, the first of
  * its full length (2 MiB for blocks of 200 KiB), comes from resident free
  * slices that hold the first page's length when no free run is that long
- * (src/queue.c, spry_class_alloc): the memory that may be resident must
- * not grow (it grew by the 2 MiB of slices never used before). */
+ * (src/sizeclass.h, spry_class_page_least): the memory that may be
+ * resident must not grow (it grew by the 2 MiB of slices never used
+ * before). */
 #include <spry.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,10 +27,10 @@
 #define CLASSES 40
 #define HEAVY   48
 
-static size_t in_use_now(void) {
+static spry_stats_t stats_now(void) {
     spry_stats_t s;
     spry_stats_get(&s);
-    return s.in_use;
+    return s;
 }
 
 static size_t class_bytes(int k) {
@@ -51,7 +52,7 @@ static void check_fill(const unsigned char *p, size_t n, unsigned char v) {
 static void *one_each(void *arg) {
     (void)arg;
     static unsigned char *b[CLASSES + 1];
-    size_t before = in_use_now(), bytes = 0;
+    size_t before = stats_now().in_use, bytes = 0;
     for (int k = FIRST; k <= CLASSES; k++) {
         size_t n = class_bytes(k);
         b[k] = spry_malloc(n);
@@ -60,7 +61,7 @@ static void *one_each(void *arg) {
         fill(b[k], n, (unsigned char)k);
         bytes += n;
     }
-    size_t spans = in_use_now() - before;
+    size_t spans = stats_now().in_use - before;
     for (int k = FIRST; k <= CLASSES; k++) check_fill(b[k], class_bytes(k), (unsigned char)k);
     CHECKF(spans <= 3 * bytes, "one block of each class: %zu KiB of spans for %zu KiB of blocks", spans >> 10,
            bytes >> 10);
@@ -73,7 +74,7 @@ static void *one_each(void *arg) {
 static void *heavy(void *arg) {
     (void)arg;
     static unsigned char *b[CLASSES + 1][HEAVY];
-    size_t before = in_use_now(), bytes = 0;
+    size_t before = stats_now().in_use, bytes = 0;
     for (int k = FIRST; k <= CLASSES; k++)
         for (int i = 0; i < HEAVY; i++) {
             size_t n = class_bytes(k);
@@ -82,7 +83,7 @@ static void *heavy(void *arg) {
             fill(b[k][i], n, (unsigned char)(k + i));
             bytes += n;
         }
-    size_t spans = in_use_now() - before;
+    size_t spans = stats_now().in_use - before;
     for (int k = FIRST; k <= CLASSES; k++)
         for (int i = 0; i < HEAVY; i++) {
             check_fill(b[k][i], class_bytes(k), (unsigned char)(k + i));
@@ -99,24 +100,12 @@ static void *heavy(void *arg) {
 #define FILLERS      16
 #define FILLER_BYTES (640 * 1024)   /* large blocks of 10 slices each */
 
-static size_t committed_now(void) {
-    spry_stats_t s;
-    spry_stats_get(&s);
-    return s.committed;
-}
-
-static size_t purged_now(void) {
-    spry_stats_t s;
-    spry_stats_get(&s);
-    return s.purged_total;
-}
-
 /* One try: true when no purge ran in between (a loaded machine may let
  * two purge ticks pass; the dirty runs would be gone), from the frees that
  * make the runs to the malloc that should take one. */
 static int second_page_try(void) {
     unsigned char *a[3], *f[FILLERS];
-    size_t purged = purged_now();
+    size_t purged = stats_now().purged_total;
     a[0] = spry_malloc(SECOND_BLOCK);
     a[1] = spry_malloc(SECOND_BLOCK);
     CHECK(a[0] != NULL && a[1] != NULL);
@@ -130,14 +119,14 @@ static int second_page_try(void) {
     /* every other one freed: resident runs of 10 slices between live
      * blocks, more than the hot cache of large spans keeps whole */
     for (int i = 0; i < FILLERS; i += 2) spry_free(f[i]);
-    size_t before = committed_now();
+    size_t before = stats_now().committed;
     a[2] = spry_malloc(SECOND_BLOCK);
-    size_t after = committed_now();
+    size_t after = stats_now().committed;
     CHECK(a[2] != NULL);
     fill(a[2], SECOND_BLOCK, 3);
     for (int i = 0; i < 3; i++) check_fill(a[i], SECOND_BLOCK, (unsigned char)(i + 1));
     for (int i = 1; i < FILLERS; i += 2) check_fill(f[i], FILLER_BYTES, (unsigned char)(10 + i));
-    int clean = purged_now() == purged;
+    int clean = stats_now().purged_total == purged;
     if (clean)
         CHECKF(after <= before + 256 * 1024, "second page: committed %zu -> %zu KiB", before >> 10, after >> 10);
     printf("second_page: committed %zu -> %zu KiB%s\n", before >> 10, after >> 10, clean ? "" : " (purged meanwhile)");
