@@ -25,7 +25,8 @@
  *
  * No lock, no atomic read-modify-write, no syscall on either fast path.
  * The paths above 1 KiB are inline too: behind calls, a malloc+free pair of
- * 4,000 B took 93 instructions (callgrind), inline 82 (tcmalloc 80); the
+ * 4,000 B took 93 instructions (callgrind), inline 82 (tcmalloc 80), 77 with
+ * the block caches addressed by offset and the cached pages' test first; the
  * paths of 1 KiB or less are the same instructions as before. */
 #ifndef SPRY_ALLOC_FAST_H
 #define SPRY_ALLOC_FAST_H
@@ -115,8 +116,10 @@ static inline __attribute__((always_inline)) void spry_free_inline(void *p) {
     spry_page_t *page = spry_page_of((const uint8_t *)(chunk << SPRY_SEGMENT_SHIFT), p);
     uintptr_t mine = spry_key_get(page) ^ spry_thread_key();   /* 0: ours, on the fast path */
     if (spry_unlikely(mine != 0)) {
-        if (mine == SPRY_KEY_TINY) spry_free_tiny(p, page);
-        else if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached_inline(p, page, mine);
+        /* the block cache's pages first: 2 instructions fewer on their
+         * frees, 2 more on 8-byte blocks' short slow path */
+        if ((mine & ~(SPRY_KEY_FULL | SPRY_KEY_CACHED)) == 0) spry_free_cached_inline(p, page, mine);
+        else if (mine == SPRY_KEY_TINY) spry_free_tiny(p, page);
         else spry_free_slow(page, p, mine);
         return;
     }

@@ -78,9 +78,16 @@
 #include "guard.h"
 #include "sizeclass.h"
 
-/* A block of class c from the cache, marked live; NULL when it has none. */
-static inline void *spry_bcache_pop(spry_heap_t *heap, unsigned c) {
-    spry_block_cache_t *bc = &heap->bcache[c];
+/* Where a class's block cache lies in its heap: spry_page_t's bcache_off
+ * and the table spry_bcache_mid hold it in 16 bits. */
+_Static_assert(offsetof(spry_heap_t, bcache) + SPRY_CLASS_COUNT * sizeof(spry_block_cache_t) <= UINT16_MAX,
+               "block cache offsets fit 16 bits");
+
+/* A block from the heap's block cache at byte offset `off` (a class's
+ * heap->bcache[c]: spry_bcache_off_mid), marked live; NULL when it has
+ * none. */
+static inline void *spry_bcache_pop(spry_heap_t *heap, size_t off) {
+    spry_block_cache_t *bc = (spry_block_cache_t *)((char *)heap + off);
     spry_block_t *b = bc->top;
     if (!b) return NULL;
     bc->top = b->next;
@@ -95,7 +102,7 @@ static inline void *spry_bcache_pop(spry_heap_t *heap, unsigned c) {
  * a collection holds the guard. */
 static inline void *spry_bcache_take(spry_heap_t *heap, size_t n) {
     if (spry_unlikely(!spry_heap_try_enter(heap))) return NULL;
-    void *b = spry_bcache_pop(heap, spry_class_of_mid(n));
+    void *b = spry_bcache_pop(heap, spry_bcache_off_mid(n));
     spry_heap_leave(heap);
     return b;
 }
@@ -112,31 +119,39 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
  * CACHED or FULL: into the cache; false, with nothing done, over its bounds
  * (then spry_bcache_push_over). Reads only the page's first cache line. */
 static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
-    spry_block_cache_t *bc = &heap->bcache[page->class_idx];
+    size_t off = page->bcache_off;
     ptrdiff_t size = (ptrdiff_t)page->block_size;
 #if defined(__x86_64__)
     /* Both bounds compared in memory, then both counted in memory: six
      * instructions. Whichever way the C below is written, the compiler
      * loads both counts, keeps them for the undo or the store, and spends
-     * ten. (The empty asm keeps the stack's address in one register, for
-     * the asm and the links alike; else it is computed twice.) */
-    __asm__("" : "+r"(bc));
-    __asm__ goto("cmpw $0, %[room]\n\t"
+     * ten. The class's stack is addressed as heap + the page's offset of
+     * it (no index scaled, no sum formed), the link included: 4 fewer a
+     * free than the index and the C link. */
+    __asm__ goto("cmpw $0, %c[room](%[heap],%[off])\n\t"
                  "jle %l[over]\n\t"
                  "cmpq %[size], %[heap_room]\n\t"
                  "jl %l[over]\n\t"
-                 "subw $1, %[room]\n\t"
-                 "subq %[size], %[heap_room]"
-                 : : [room] "m"(bc->room), [heap_room] "m"(heap->bcache_room), [size] "r"(size)
-                 : "memory", "cc" : over);
+                 "subw $1, %c[room](%[heap],%[off])\n\t"
+                 "subq %[size], %[heap_room]\n\t"
+                 "movq %c[top](%[heap],%[off]), %%r11\n\t"
+                 "movq %%r11, (%[b])\n\t"
+                 "movq %[b], %c[top](%[heap],%[off])"
+                 : : [heap] "r"(heap), [off] "r"(off), [b] "r"(b),
+                     [room] "i"(offsetof(spry_block_cache_t, room)),
+                     [top] "i"(offsetof(spry_block_cache_t, top)),
+                     [heap_room] "m"(heap->bcache_room), [size] "r"(size)
+                 : "memory", "cc", "r11" : over);
+    return true;
 #else
+    spry_block_cache_t *bc = (spry_block_cache_t *)((char *)heap + off);
     if (spry_unlikely(bc->room <= 0 || heap->bcache_room < size)) return false;
     bc->room--;
     heap->bcache_room -= size;
-#endif
     b->next = bc->top;
     bc->top = b;
     return true;
+#endif
 #if defined(__x86_64__)
 over:
     return false;

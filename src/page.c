@@ -36,6 +36,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     uintptr_t key = heap->tid;
     page->kind = SPRY_PAGE_CLASS;
     page->class_idx = (uint8_t)c;
+    page->bcache_off = (uint16_t)(offsetof(spry_heap_t, bcache) + c * sizeof(spry_block_cache_t));
     page->block_size = bs;
     if (c == 0) {
         /* the remote and live bitmaps go in front of the blocks */

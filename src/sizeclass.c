@@ -14,16 +14,18 @@
 #define REP512(E, i) REP256(E, i) REP256(E, (i) + 256)
 #define REP1024(E, i) REP512(E, i) REP512(E, (i) + 512)
 
-/* Entry i: the class of every n with (n - 1) >> 7 == i, i.e. of (i + 1) * 128
- * (class sizes above 1 KiB are multiples of 128). __builtin_clzl of a
- * constant folds; the formula is spry_class_of's, which tests/sizeclass.c
- * checks against what malloc gives for every size. */
+/* Entry i: the offset in a heap of the block cache of the class of every n
+ * with (n - 1) >> 7 == i, i.e. of (i + 1) * 128 (class sizes above 1 KiB are
+ * multiples of 128). __builtin_clzl of a constant folds; the formula is
+ * spry_class_of's, which tests/sizeclass.c checks against what malloc gives
+ * for every size. */
 #define MID_LOG(n)   (63u - (unsigned)__builtin_clzl((n) - 1))      /* k in spry_class_of */
 #define MID_CLASS(n) ((uint8_t)(9u + (MID_LOG(n) - 7u) * 8u + \
                                 ((unsigned)(((n) - 1) >> (MID_LOG(n) - 3u)) - 8u)))
-#define MID_ENTRY(i) MID_CLASS(((size_t)(i) + 1) << 7)
+#define MID_ENTRY(i) ((uint16_t)(offsetof(spry_heap_t, bcache) + \
+                      MID_CLASS(((size_t)(i) + 1) << 7) * sizeof(spry_block_cache_t)))
 
-const uint8_t spry_class_mid[SPRY_PAGED_MAX >> 7] = {
+const uint16_t spry_bcache_mid[SPRY_PAGED_MAX >> 7] = {
     [0 ... 7] = 0,                                  /* n <= 1 KiB: unused */
     REP8(MID_ENTRY, 8) REP16(MID_ENTRY, 16) REP32(MID_ENTRY, 32) REP64(MID_ENTRY, 64)
     REP128(MID_ENTRY, 128) REP256(MID_ENTRY, 256) REP512(MID_ENTRY, 512) REP1024(MID_ENTRY, 1024)

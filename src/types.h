@@ -174,6 +174,8 @@ typedef struct spry_page {
     uint8_t  tail_pages;         /* large: OS pages past the block in its
                                     span's last slice left resident, counted
                                     in heap->tail_pages (large.c)            */
+    uint16_t bcache_off;         /* class pages: offset of the heap's block
+                                    cache of the class (block_cache.h)      */
     uint32_t cache_tick;         /* in the heap's span cache, hot cache or
                                     a queue's spare since this tick */
     size_t   block_size;         /* usable bytes of each block                */
