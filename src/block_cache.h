@@ -121,13 +121,14 @@ void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b
 static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
     size_t off = page->bcache_off;
     ptrdiff_t size = (ptrdiff_t)page->block_size;
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SPRY_TSAN)
     /* Both bounds compared in memory, then both counted in memory: six
      * instructions. Whichever way the C below is written, the compiler
      * loads both counts, keeps them for the undo or the store, and spends
      * ten. The class's stack is addressed as heap + the page's offset of
      * it (no index scaled, no sum formed), the link included: 4 fewer a
-     * free than the index and the C link. */
+     * free than the index and the C link. (ThreadSanitizer builds take the
+     * C path, whose accesses it sees.) */
     __asm__ goto("cmpw $0, %c[room](%[heap],%[off])\n\t"
                  "jle %l[over]\n\t"
                  "cmpq %[size], %[heap_room]\n\t"
@@ -152,7 +153,7 @@ static inline bool spry_bcache_push(spry_heap_t *heap, spry_page_t *page, spry_b
     bc->top = b;
     return true;
 #endif
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SPRY_TSAN)
 over:
     return false;
 #endif
