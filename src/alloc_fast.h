@@ -25,7 +25,7 @@
  *
  * No lock, no atomic read-modify-write, no syscall on either fast path.
  * The paths above 1 KiB are inline too: behind calls, a malloc+free pair of
- * 4,000 B took 93 instructions (callgrind), inline 82 (tcmalloc 80), 77 with
+ * 4,000 B took 93 instructions (callgrind), inline 82 (tcmalloc 80), 78 with
  * the block caches addressed by offset and the cached pages' test first; the
  * paths of 1 KiB or less are the same instructions as before (8-byte frees
  * 2 more, behind that test). */

@@ -7,9 +7,14 @@
  * - what malloc(n) really gets (usable size) is good_size(n);
  * - the block-start test's divisibility table (src/page.h): for every class
  *   and every offset inside a page of 2 MiB, off * m < m exactly when the
- *   class size divides off.
+ *   class size divides off;
+ * - the block cache's table (src/sizeclass.h): for every n above 1 KiB up
+ *   to 256 KiB, the offset of heap->bcache[spry_class_of(n)] (malloc's pop
+ *   takes the cache there; one class off would hand out a block of another
+ *   size whenever that cache held one).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -76,6 +81,11 @@ int main(void)
                "spry_usable_size(spry_malloc(%zu)) = %zu != spry_good_size = "
                "%zu", n, spry_usable_size(p), spry_good_size(n));
         spry_free(p);
+    }
+    for (size_t n = SPRY_SMALL_MAX + 1; n <= SPRY_PAGED_MAX; n++) {
+        size_t want = offsetof(spry_heap_t, bcache) + spry_class_of(n) * sizeof(spry_block_cache_t);
+        CHECKF(spry_bcache_off_mid(n) == want, "spry_bcache_off_mid(%zu) = %zu, want %zu (class %u)", n,
+               spry_bcache_off_mid(n), want, spry_class_of(n));
     }
     for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
         uint64_t d = spry_class_divides[c];
