@@ -71,10 +71,35 @@ void spry_os_write(int fd, const char *s, size_t n) {
 }
 
 int spry_os_open_append(const char *path) {
+    /* O_NONBLOCK: a FIFO with no reader fails at once (ENXIO), where the
+     * open waited for one for ever, at exit, and retried through the
+     * signals meant to end the process (a review); then writes block as
+     * usual again */
     int fd;
-    do fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    do fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     while (fd < 0 && errno == EINTR);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    }
     return fd;
+}
+
+const char *spry_os_open_error(int e) {
+    switch (e) {
+    case ELOOP:  return "a symbolic link, never followed";
+    case ENOENT: return "no such directory";
+    case EACCES: return "permission denied";
+    case EPERM:  return "operation not permitted";
+    case ENXIO:  return "a FIFO with no reader, or a device that is not there";
+    case EISDIR: return "a directory";
+    case EROFS:  return "a read-only file system";
+    case ENOSPC: return "no space left";
+    case ENAMETOOLONG: return "name too long";
+    case ENOTDIR: return "a path component is not a directory";
+    case EMFILE: case ENFILE: return "too many open files";
+    default:     return "cannot be opened";
+    }
 }
 
 void spry_os_close(int fd) { close(fd); }

@@ -31,8 +31,12 @@ bool     spry_os_resident_map(void *p, size_t size, unsigned char *vec);
 uint64_t spry_os_now_ms(void);
 void     spry_os_write(int fd, const char *s, size_t n);
 /* Opens a file for appending (created 0600 when missing, never truncated,
- * never through a symbolic link); -1 with errno on failure. */
+ * never through a symbolic link, never waiting for a FIFO's reader); -1
+ * with errno on failure. */
 int      spry_os_open_append(const char *path);
+/* What an errno of spry_os_open_append means, in a few words (no strerror:
+ * its translation may allocate). */
+const char *spry_os_open_error(int e);
 void     spry_os_close(int fd);
 /* CPUs this process may run on: the affinity mask, capped by a cgroup v2
  * cpu.max quota. */

@@ -7,6 +7,7 @@
 #include "sizeclass.h"
 #include "lock.h"
 #include "../include/spry.h"
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -421,11 +422,14 @@ void spry_stats_at_exit(void) {
     int fd = path ? spry_os_open_append(path) : 2;
     if (fd < 0) {
         /* not a programming error of the program: said, not counted */
+        int e = errno;
         if (spry_option(SPRY_OPT_VERBOSE)) {
             spry_fmt_t f; spry_fmt_init(&f);
             spry_fmt_str(&f, "spry: cannot open SPRY_STATS_FILE=");
             spry_fmt_str(&f, path);
-            spry_fmt_str(&f, " (an existing symbolic link, or no such directory?)\n");
+            spry_fmt_str(&f, " (");
+            spry_fmt_str(&f, spry_os_open_error(e));
+            spry_fmt_str(&f, ")\n");
             spry_fmt_flush(&f, 2);
         }
         return;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stats_file.sh LIBSPRY: SPRY_STATS_FILE as README promises: created 0600,
+# stats_file.sh LIBSPRY [LIBSPRY_DEBUG]: SPRY_STATS_FILE as README promises: created 0600,
 # appended to and never truncated, never opened through a symbolic link;
 # each record valid JSON with SPRY_STATS=2 (a path option's bytes that are
 # not UTF-8 made it invalid: a review) and written with one write(2) even
@@ -26,6 +26,35 @@ echo precious >"$work/target"
 ln -s "$work/target" "$work/link"
 stats SPRY_STATS_FILE="$work/link" 2>/dev/null
 [ "$(cat "$work/target")" = precious ] || fail "written through a symbolic link"
+
+# a FIFO: with no reader, a message and a prompt exit (the open waited
+# for a reader for ever, at exit: a review); with one, the record reaches
+# it. The same for the cautious build's SPRY_DEBUG_LOG when given.
+mkfifo "$work/fifo"
+out=$(timeout 30 env SPRY_STATS=2 SPRY_STATS_FILE="$work/fifo" LD_PRELOAD="$lib" /bin/true 2>&1)
+rc=$?
+[ $rc = 0 ] || fail "a FIFO with no reader: exit status $rc (124: it hung)"
+case "$out" in *"cannot open SPRY_STATS_FILE"*FIFO*) ;; *) fail "a FIFO with no reader: said '$out'" ;; esac
+timeout 30 cat "$work/fifo" >"$work/fifo.out" &
+reader=$!
+for _ in $(seq 300); do
+    # until the reader has opened its end (before, the open fails at once)
+    timeout 30 env SPRY_STATS=2 SPRY_STATS_FILE="$work/fifo" LD_PRELOAD="$lib" /bin/true 2>/dev/null
+    [ -s "$work/fifo.out" ] && break
+    kill -0 $reader 2>/dev/null || break
+    sleep 0.1
+done
+wait $reader
+/usr/bin/python3 -c 'import json, sys; json.loads(open(sys.argv[1]).readline())' "$work/fifo.out" \
+    || fail "the record through a FIFO with a reader: '$(head -c 200 "$work/fifo.out")'"
+if [ $# -ge 2 ]; then
+    # a leak to report opens the log
+    out=$(timeout 30 env SPRY_DEBUG_LOG="$work/fifo" LD_PRELOAD="$2" /usr/bin/python3 -c 'import ctypes
+ctypes.CDLL(None).malloc(100)' 2>&1)
+    rc=$?
+    [ $rc != 124 ] || fail "SPRY_DEBUG_LOG, a FIFO with no reader: it hung"
+    case "$out" in *"cannot open SPRY_DEBUG_LOG"*FIFO*) ;; *) fail "SPRY_DEBUG_LOG, a FIFO with no reader: said '${out:0:300}'" ;; esac
+fi
 
 # a path option that is not UTF-8: still valid JSON (the byte as U+FFFD)
 stats SPRY_STATS_FILE="$work/bytes.json" SPRY_DEBUG_LOG="$(printf 'x\377y\303\251')"

@@ -5,6 +5,7 @@
 #include "../options.h"
 #include "../stats.h"
 #include "../os.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,12 @@ static int log_open(void) {
     /* a name cut short would be another file: stderr instead */
     int fd = n < sizeof path - 24 ? spry_os_open_append(path) : -1;
     if (fd >= 0) return fd;
-    static const char msg[] = "spry-debug: cannot open SPRY_DEBUG_LOG; reporting on stderr\n";
+    const char *why = n < sizeof path - 24 ? spry_os_open_error(errno) : "name too long";
+    static const char msg[] = "spry-debug: cannot open SPRY_DEBUG_LOG (";
+    static const char tail[] = "); reporting on stderr\n";
     spry_os_write(2, msg, sizeof msg - 1);
+    spry_os_write(2, why, strlen(why));
+    spry_os_write(2, tail, sizeof tail - 1);
     return 2;
 }
 
