@@ -89,6 +89,7 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
     switch (page->kind) {
     case SPRY_PAGE_HUGE:
         if (!spry_page_block_start(page, p)) break;
+        spry_purge_free_point_early(__builtin_return_address(0));
         spry_huge_free(spry_segment_of(p));
         spry_purge_free_point(__builtin_return_address(0));
         return;
@@ -210,13 +211,19 @@ void spry_free_special(void *p) {
     if (!p) return;
     unsigned k = spry_chunk_kind(p);
     if (k >= SPRY_CHUNK_AREA) {
+        spry_purge_free_point_early(__builtin_return_address(0));
         spry_huge_area_free(p);
         spry_purge_free_point(__builtin_return_address(0));
         return;
     }
     if (k == SPRY_CHUNK_ALIGNED) {
         spry_segment_t *seg = spry_aligned_huge_segment(p);
-        if (spry_segment_pages(seg)[1].start == p) { spry_huge_free(seg); spry_purge_free_point(__builtin_return_address(0)); return; }
+        if (spry_segment_pages(seg)[1].start == p) {
+            spry_purge_free_point_early(__builtin_return_address(0));
+            spry_huge_free(seg);
+            spry_purge_free_point(__builtin_return_address(0));
+            return;
+        }
         spry_report_error("free", "invalid pointer", p);
         return;
     }

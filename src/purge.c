@@ -30,8 +30,11 @@
  * operation: spry_purge_notify only records the wish, and the thread starts
  * at spry_purge_start_point(), which the entry points call once their work is
  * done (end of a slow free or slow malloc, end of spry_trim), but for frees
- * the dynamic loader makes (spry_purge_free_point). The state is RUNNING
- * before pthread_create, so a free inside it does not start another.
+ * the dynamic loader makes (spry_purge_free_point). A huge block's free
+ * starts it before the block's memory goes back (spry_purge_free_point_early:
+ * the allocation could land there, and a second free of the block then
+ * freed it). The state is RUNNING before pthread_create, so a free inside
+ * it does not start another.
  *
  * pass_lock serialises passes (thread, inline, spry_trim) and keeps fork out
  * of a pass: a pass holds dormant heaps detached and arena chunks marked busy
@@ -172,6 +175,11 @@ void spry_purge_free_point(const void *caller) {
     if (spry_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_WANTED)) return;
     if (spry_os_in_loader(caller)) return;
     spry_purge_start_point();
+}
+
+void spry_purge_free_point_early(const void *caller) {
+    spry_purge_notify();
+    spry_purge_free_point(caller);
 }
 
 void spry_purge_notify(void) {

@@ -23,6 +23,14 @@ void spry_purge_start_point(void);
  * start point. Called by the slow paths free jumps to (alloc_fast.h: tail
  * calls, so that their return address is free's). */
 void spry_purge_free_point(const void *caller);
+/* Before a free gives a huge block's memory back: notify, and start the
+ * thread now if it is not running. Started after, glibc's allocation for
+ * the new thread could land where the block was (a fresh heap's first
+ * segment, carved from the chunks just released), and the program's second
+ * free of the block then freed that live allocation, unreported (a review).
+ * Before, the block is still allocated, and the second free finds no block
+ * and is reported. */
+void spry_purge_free_point_early(const void *caller);
 /* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
 void spry_purge_poll(void);
 /* True while purge passes may collect and scavenge owners' caches (a purge
