@@ -269,8 +269,11 @@ SPRY_API void *spry_aligned_alloc(size_t align, size_t n) {
 }
 
 SPRY_API void *spry_memalign(size_t align, size_t n) {
-    /* glibc rounds an alignment that is not a power of two up to one. */
-    if (align > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
+    /* glibc rounds an alignment that is not a power of two up to one; above
+     * 2^63 there is none (EINVAL), up to it no block has one (ENOMEM, as
+     * glibc: EINVAL there was a review's find) */
+    if (align > ((size_t)1 << 63)) { errno = EINVAL; return NULL; }
+    if (align > ((size_t)1 << 62)) { errno = ENOMEM; return NULL; }
     if (!is_pow2(align)) {
         size_t a = 1;
         while (a < align) a <<= 1;

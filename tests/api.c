@@ -479,6 +479,18 @@ static void test_alignment(void)
     CHECKF(q == NULL && (errno == ENOMEM || errno == EINVAL),
            "aligned_alloc(2^62, 16) = %p, errno %d (want NULL, ENOMEM)", q,
            errno);
+    /* memalign as glibc: alignments up to 2^63 (rounded up to a power of
+     * two) no block can have are ENOMEM, above 2^63 EINVAL (2^62 + 1 and
+     * 2^63 gave EINVAL: a review) */
+    static const struct { size_t align; int want; } ma[] = {
+        {(size_t)1 << 62, ENOMEM}, {((size_t)1 << 62) + 1, ENOMEM}, {(size_t)1 << 63, ENOMEM},
+        {((size_t)1 << 63) + 1, EINVAL}, {SIZE_MAX, EINVAL}};
+    for (size_t k = 0; k < sizeof ma / sizeof ma[0]; k++) {
+        errno = 0;
+        q = A_memalign(opaque(ma[k].align), opaque(16));
+        CHECKF(q == NULL && errno == ma[k].want, "memalign(%#zx, 16) = %p, errno %d (want NULL, %d)",
+               ma[k].align, q, errno, ma[k].want);
+    }
 }
 
 /* free_sized accepts the requested size and any size up to the usable one. */
