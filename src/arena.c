@@ -100,7 +100,7 @@ static bool arena_dedicated(size_t chunks, size_t align, size_t lead, spry_run_t
     size_t a = align > SPRY_SEGMENT_SIZE ? align : SPRY_SEGMENT_SIZE;
     /* reserve one alignment more, then place base so base+lead is aligned */
     if (bytes / SPRY_SEGMENT_SIZE != chunks || bytes + a < bytes) { errno = ENOMEM; return false; }
-    uint8_t *p = spry_os_reserve(bytes + a, SPRY_SEGMENT_SIZE);
+    uint8_t *p = spry_os_map_block(bytes + a, SPRY_SEGMENT_SIZE);
     if (!p) return false;
     uintptr_t want = ((uintptr_t)p + lead + a - 1) & ~(uintptr_t)(a - 1);
     uint8_t *base = (uint8_t *)(want - lead);

@@ -17,8 +17,7 @@
 #include <unistd.h>
 #include <string.h>
 
-void *spry_os_reserve(size_t size, size_t align) {
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+static void *os_map(size_t size, size_t align, int flags) {
     /* Over-map by the alignment and trim both ends: two munmaps once per
      * arena, never on a hot path. */
     size_t over = size + (align > 4096 ? align : 0);
@@ -31,6 +30,14 @@ void *spry_os_reserve(size_t size, size_t align) {
     uintptr_t end = base + over, want_end = aligned + size;
     if (end > want_end) munmap((void *)want_end, end - want_end);
     return (void *)aligned;
+}
+
+void *spry_os_reserve(size_t size, size_t align) {
+    return os_map(size, align, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+}
+
+void *spry_os_map_block(size_t size, size_t align) {
+    return os_map(size, align, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
 void spry_os_release(void *p, size_t size) {

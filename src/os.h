@@ -6,6 +6,12 @@
  *    `size` bytes (a multiple of 4 KiB) whose start is a multiple of `align`
  *    (a power of two >= 4 KiB). Zero-filled, not yet resident. NULL with errno
  *    ENOMEM when the kernel refuses. Release it with exactly (result, size).
+ *    Not counted against the kernel's overcommit limit (MAP_NORESERVE):
+ *    arenas reserve address space far beyond what they use.
+ *  spry_os_map_block(size, align): the same for one block's own mapping,
+ *    counted: the kernel's overcommit policy answers as it does for
+ *    glibc's mappings (malloc of 64 TiB on a 24 GiB machine succeeded,
+ *    where glibc's is refused: a review).
  *  spry_os_release(p, size): unmaps; p/size exactly as reserved.
  *  spry_os_purge(p, size): the range stays mapped and reads back as zeros;
  *    its memory is returned at once (MADV_DONTNEED, so RSS really drops).
@@ -20,6 +26,7 @@
 #include <stdatomic.h>
 
 void    *spry_os_reserve(size_t size, size_t align);
+void    *spry_os_map_block(size_t size, size_t align);
 void     spry_os_release(void *p, size_t size);
 void     spry_os_purge(void *p, size_t size);
 void     spry_os_no_huge(void *p, size_t size);

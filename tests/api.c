@@ -320,6 +320,25 @@ static void test_errors(void)
                "malloc(%zu) = %p, errno %d (want NULL, ENOMEM)", huge[k], p,
                errno);
     }
+    /* A size the kernel's overcommit policy refuses for a mapping of its
+     * own (32 TiB: refused unless overcommit is unlimited or the machine
+     * has that much): refused here too, as glibc's malloc is (spry's
+     * mappings were all MAP_NORESERVE, and malloc of 64 TiB succeeded on a
+     * 24 GiB machine: a review) */
+    size_t over = (size_t)1 << 45;
+    void *m = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        errno = 0;
+        p = A_malloc(opaque(over));
+        CHECKF(p == NULL && errno == ENOMEM, "malloc(32 TiB) = %p, errno %d, where the kernel refuses "
+               "such a mapping (want NULL, ENOMEM)", p, errno);
+        errno = 0;
+        p = A_calloc(opaque(1), opaque(over));
+        CHECKF(p == NULL && errno == ENOMEM, "calloc(1, 32 TiB) = %p, errno %d (want NULL, ENOMEM)", p,
+               errno);
+    } else {
+        munmap(m, over);
+    }
     /* calloc overflow */
     struct {
         size_t a, b;
