@@ -91,7 +91,6 @@ static __attribute__((noinline)) void free_checked(spry_page_t *page, void *p, u
         if (!spry_page_block_start(page, p)) break;
         spry_purge_free_point_early(__builtin_return_address(0));
         spry_huge_free(spry_segment_of(p));
-        spry_purge_free_point(__builtin_return_address(0));
         return;
     case SPRY_PAGE_CLASS:
     case SPRY_PAGE_LARGE: {
@@ -213,7 +212,6 @@ void spry_free_special(void *p) {
     if (k >= SPRY_CHUNK_AREA) {
         spry_purge_free_point_early(__builtin_return_address(0));
         spry_huge_area_free(p);
-        spry_purge_free_point(__builtin_return_address(0));
         return;
     }
     if (k == SPRY_CHUNK_ALIGNED) {
@@ -221,7 +219,6 @@ void spry_free_special(void *p) {
         if (spry_segment_pages(seg)[1].start == p) {
             spry_purge_free_point_early(__builtin_return_address(0));
             spry_huge_free(seg);
-            spry_purge_free_point(__builtin_return_address(0));
             return;
         }
         spry_report_error("free", "invalid pointer", p);

@@ -29,7 +29,8 @@ void spry_purge_free_point(const void *caller);
  * segment, carved from the chunks just released), and the program's second
  * free of the block then freed that live allocation, unreported (a review).
  * Before, the block is still allocated, and the second free finds no block
- * and is reported. */
+ * and is reported. The thread then runs (or cannot start, or the caller is
+ * the loader), so no start point is needed after the free. */
 void spry_purge_free_point_early(const void *caller);
 /* Slow-path hook: runs a purge pass inline when no thread does and one is due. */
 void spry_purge_poll(void);
