@@ -70,9 +70,13 @@ static __attribute__((noinline)) void outbox_start(spry_heap_t *heap, spry_outbo
 }
 
 void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
-    /* by cache line: descriptors are three apart, so four neighbours get
-     * four slots */
-    spry_outbox_t *o = &heap->outbox[((uintptr_t)page >> 6) % SPRY_OUTBOX_SLOTS];
+    /* by cache line, descriptors being three apart, so that neighbours get
+     * slots of their own, and by segment: the descriptors of one slice in
+     * different segments lie whole 512-byte colour steps apart (types.h),
+     * so by the line alone such pages of every thread's segments shared
+     * two slots of 16 */
+    uintptr_t at = ((uintptr_t)page >> 6) ^ ((uintptr_t)page >> SPRY_SEGMENT_SHIFT);
+    spry_outbox_t *o = &heap->outbox[at % SPRY_OUTBOX_SLOTS];
     if (spry_unlikely(o->page != page)) {
         outbox_start(heap, o, page, b);
         return;

@@ -7,7 +7,8 @@
  * producer/consumer programs). A batch is handed over when it holds
  * SPRY_OUTBOX_MAX blocks, when its slot is needed for another page, and on
  * the thread's allocator slow paths, spry_trim and thread exit; so a thread
- * that stops calling the allocator holds back at most a few dozen blocks. */
+ * that stops calling the allocator holds back at most SPRY_OUTBOX_SLOTS
+ * batches, each of one page's blocks (at most 32 of them). */
 #ifndef SPRY_REMOTE_H
 #define SPRY_REMOTE_H
 
