@@ -217,6 +217,7 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         /* a class-0 page moved its start past its live bitmap */
         cached->start = spry_segment_base(cached) + (size_t)page_slice(cached) * SPRY_SLICE_SIZE;
         cached->is_zero = 0;
+        cached->resident = 1;
         cached->heap = heap;
         return cached;
     }
@@ -266,6 +267,7 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
 
     page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
     page->is_zero = was_dirty == 0;
+    page->resident = was_dirty == SLICE_BITS((unsigned)at, slices);
     page->heap = heap;
     return page;
 }

@@ -178,6 +178,8 @@ typedef struct spry_page {
                                     cache of the class (block_cache.h)      */
     uint32_t cache_tick;         /* in the heap's span cache, hot cache or
                                     a queue's spare since this tick */
+    uint8_t  resident;           /* class pages: every slice of the span had
+                                    been used before (page.c, carving)     */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
