@@ -143,7 +143,7 @@ __attribute__((noinline)) void *spry_heap_malloc_sized(size_t n, spry_heap_t *he
     void *p = NULL;
     if (spry_likely(spry_heap_try_enter(heap))) {
         if (spry_likely(n <= SPRY_PAGED_MAX)) {
-            unsigned c = spry_class_of(n);
+            unsigned c = n > SPRY_SMALL_MAX ? spry_bcache_class_mid(n) : spry_class_of(n);
             spry_page_t *page = heap->queues[c].first;
             if (spry_likely(page && page->free)) {
                 p = spry_page_pop(page);
