@@ -40,26 +40,35 @@ void *spry_os_map_block(size_t size, size_t align) {
     return os_map(size, align, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
+/* The calls below that report no failure to their caller leave errno as
+ * they found it: free, and the allocator's other calls that succeed, must
+ * not change it (POSIX says so of free), and a failed write of a report
+ * (stderr closed: EBADF), a futex wait that found the lock released
+ * (EAGAIN) or a membarrier probe (EPERM) left it changed (a review). */
+#define OS_KEEP_ERRNO(call) do { int saved_errno_ = errno; call; errno = saved_errno_; } while (0)
+
 void spry_os_release(void *p, size_t size) {
-    munmap(p, size);
+    OS_KEEP_ERRNO(munmap(p, size));
 }
 
 void spry_os_purge(void *p, size_t size) {
     /* MADV_DONTNEED, not MADV_FREE: lazily freed pages still count in RSS
      * until the kernel is under pressure, which users read as a leak. */
-    madvise(p, size, MADV_DONTNEED);
+    OS_KEEP_ERRNO(madvise(p, size, MADV_DONTNEED));
 }
 
 bool spry_os_resident_map(void *p, size_t size, unsigned char *vec) {
-    return mincore(p, size, vec) == 0;
+    int rc;
+    OS_KEEP_ERRNO(rc = mincore(p, size, vec));
+    return rc == 0;
 }
 
 void spry_os_no_huge(void *p, size_t size) {
-    madvise(p, size, MADV_NOHUGEPAGE);
+    OS_KEEP_ERRNO(madvise(p, size, MADV_NOHUGEPAGE));
 }
 
 void spry_os_huge(void *p, size_t size) {
-    madvise(p, size, MADV_HUGEPAGE);
+    OS_KEEP_ERRNO(madvise(p, size, MADV_HUGEPAGE));
 }
 
 uint64_t spry_os_now_ms(void) {
@@ -69,12 +78,14 @@ uint64_t spry_os_now_ms(void) {
 }
 
 void spry_os_write(int fd, const char *s, size_t n) {
+    int saved = errno;
     while (n > 0) {
         ssize_t w = write(fd, s, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return;
+        if (w <= 0) break;
         s += w; n -= (size_t)w;
     }
+    errno = saved;
 }
 
 int spry_os_open_append(const char *path) {
@@ -172,15 +183,15 @@ void spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms) {
         ts.tv_nsec = (timeout_ms % 1000) * 1000000L;
         tp = &ts;
     }
-    syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, tp, NULL, 0);
+    OS_KEEP_ERRNO(syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, tp, NULL, 0));
 }
 
 void spry_os_wake(_Atomic(int) *addr) {
-    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    OS_KEEP_ERRNO(syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0));
 }
 
 void spry_os_wake_all(_Atomic(int) *addr) {
-    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    OS_KEEP_ERRNO(syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0));
 }
 
 void spry_os_yield(void) {
@@ -222,7 +233,7 @@ static _Atomic(int) fence_refused;
 
 bool spry_os_fence_refused(void) { return atomic_load_explicit(&fence_refused, memory_order_relaxed); }
 
-bool spry_os_fence_all(void) {
+static bool os_fence_all(void) {
     /* The process registers first. EPERM: not registered (a fork child
      * has a new address space), so register and try again; -1 for good
      * where the kernel (before 4.14) or a sandbox refuses. */
@@ -235,7 +246,13 @@ bool spry_os_fence_all(void) {
     return false;
 }
 
-bool spry_os_readable(void *dst, const void *p, size_t n) {
+bool spry_os_fence_all(void) {
+    bool done;
+    OS_KEEP_ERRNO(done = os_fence_all());
+    return done;
+}
+
+static bool os_readable(void *dst, const void *p, size_t n) {
     /* The kernel copies for us and says EFAULT where a plain load would
      * fault (unmapped or PROT_NONE). Where a sandbox refuses the call
      * (EPERM, ENOSYS), mincore at least tells mapped from unmapped. */
@@ -249,6 +266,12 @@ bool spry_os_readable(void *dst, const void *p, size_t n) {
     if (mincore((void *)lo, hi - lo, vec) != 0) return false;
     for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = ((const uint8_t *)p)[i];
     return true;
+}
+
+bool spry_os_readable(void *dst, const void *p, size_t n) {
+    bool done;
+    OS_KEEP_ERRNO(done = os_readable(dst, p, n));
+    return done;
 }
 
 void spry_os_brk_range(uintptr_t *start, uintptr_t *end) {

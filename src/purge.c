@@ -49,6 +49,7 @@
 #include "stats.h"
 #include "lock.h"
 #include "types.h"
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -165,7 +166,9 @@ void spry_purge_start_point(void) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
+    int saved_errno = errno;       /* the caller's call succeeds: errno as it was */
     int rc = pthread_create(&t, &attr, purger_main, NULL);
+    errno = saved_errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) atomic_store(&purger_state, PURGER_UNAVAILABLE);
