@@ -121,9 +121,13 @@ void spry_stats_get(spry_stats_t *out) {
  * figures (22 KiB each) and the rest (a few KiB). A record on an 8 KiB
  * stack buffer went out in two writes past it, and one with the peak's
  * table in 64 KiB (68 KiB: reviews). It is mapped for the call, off the
- * thread's stack; where the kernel refuses, the stack buffer serves. */
+ * thread's stack; where the kernel refuses, a small stack buffer serves,
+ * the record then written in pieces. Small: the print at exit runs on the
+ * stack of the thread that called exit, and a thread of PTHREAD_STACK_MIN
+ * (16 KiB, about 12 free) overflowed with the 8 KiB buffer this had (a
+ * review: SPRY_STATS=2, SIGSEGV). */
 #define OUT_BIG ((size_t)128 * 1024)
-#define OUT_SMALL ((size_t)8 * 1024)
+#define OUT_SMALL ((size_t)1024)
 
 typedef struct stats_out {
     int  fd;
