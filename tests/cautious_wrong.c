@@ -6,6 +6,7 @@
  * of line. Built with -O0 -g -fno-omit-frame-pointer. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -151,6 +152,32 @@ static void leak_in_thread(void) {
     pthread_join(t, NULL);
 }
 
+/* A thread of PTHREAD_STACK_MIN (16 KiB) frees a block twice, keeps 3,
+ * and calls exit: the report and the leak list, whose symbol lookups
+ * overflowed such a stack (a review), run on a stack of their own. */
+NOINLINE static char *alloc_on_small_stack(size_t n) { return malloc(n); }
+
+NOINLINE static void *small_stack_thread(void *arg) {
+    char *p = alloc_on_small_stack(56);
+    free(p);
+    free(launder(p));
+    for (int i = 0; i < 3; i++) launder(alloc_on_small_stack(56));
+    printf("survived\n");
+    fflush(stdout);
+    exit(0);
+    return arg;
+}
+
+static void small_stack(void) {
+    pthread_attr_t attr;
+    pthread_t t;
+    if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN) != 0 ||
+        pthread_create(&t, &attr, small_stack_thread, NULL) != 0)
+        abort();
+    pthread_join(t, NULL);
+    abort();                            /* the thread's exit ends the process */
+}
+
 static const struct { const char *name; void (*run)(void); } cases[] = {
     { "overrun_1", overrun_1 },           { "overrun_32", overrun_32 },
     { "underrun_1", underrun_1 },         { "write_after_free", write_after_free },
@@ -159,7 +186,7 @@ static const struct { const char *name; void (*run)(void); } cases[] = {
     { "realloc_freed", realloc_freed },   { "leak_two_sites", leak_two_sites },
     { "leak_in_thread", leak_in_thread }, { "free_header", free_header },
     { "huge_align", huge_align },         { "walk_null", walk_null },
-    { "racing_double_free", racing_double_free },
+    { "racing_double_free", racing_double_free }, { "small_stack", small_stack },
 };
 
 int main(int argc, char **argv) {

@@ -6,13 +6,48 @@
  * Called under the report lock only. The process's modules are read from
  * /proc/self/maps once, and again at most once per report when an address
  * falls in none of them (a library loaded since). libdwfl keeps what it
- * has read, so each module's tables are parsed once. */
+ * has read, so each module's tables are parsed once.
+ *
+ * libdwfl's lookups (reading DWARF, debuginfod's search for debug files)
+ * need more stack than a thread of PTHREAD_STACK_MIN has: a report there (a
+ * double free, the leak list at exit from such a thread) overflowed it
+ * (SIGSEGV in debuginfod, a review). They run on a stack of their own,
+ * 1 MiB mapped at the first report (one report at a time: the lock). */
 #define _GNU_SOURCE
 #include "report.h"
+#include "../os.h"
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
+
+#define SYMBOL_STACK ((size_t)1 << 20)
+static void *symbol_stack;
+static ucontext_t symbol_caller, symbol_callee;
+static void (*symbol_body)(void);
+/* the entry points' argument and result, across the switch */
+static uintptr_t symbol_pc;
+static const char *symbol_result;
+
+static void symbol_trampoline(void) {
+    symbol_body();
+}
+
+/* body() on the symbol stack; where it cannot be had, on the caller's. */
+static void on_symbol_stack(void (*body)(void)) {
+    if (!symbol_stack) symbol_stack = spry_os_reserve(SYMBOL_STACK, 4096);
+    if (!symbol_stack || getcontext(&symbol_callee) != 0) {
+        body();
+        return;
+    }
+    symbol_callee.uc_stack.ss_sp = symbol_stack;
+    symbol_callee.uc_stack.ss_size = SYMBOL_STACK;
+    symbol_callee.uc_link = &symbol_caller;
+    symbol_body = body;
+    makecontext(&symbol_callee, symbol_trampoline, 0);
+    if (swapcontext(&symbol_caller, &symbol_callee) != 0) body();
+}
 
 /* C++ names are demangled when the program has libstdc++ (weak: C programs
  * do not need it). */
@@ -63,15 +98,27 @@ static Dwfl_Module *module_of(uintptr_t a) {
     return m;
 }
 
-const char *dbg_symbol_module(uintptr_t pc) {
-    Dwfl_Module *m = module_of(pc - 1);
+static void module_body(void) {
+    Dwfl_Module *m = module_of(symbol_pc - 1);
     const char *name = m ? dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL) : NULL;
-    return name ? name : "";
+    symbol_result = name ? name : "";
+}
+
+const char *dbg_symbol_module(uintptr_t pc) {
+    symbol_pc = pc;
+    on_symbol_stack(module_body);
+    return symbol_result;
+}
+
+static void function_body(void) {
+    Dwfl_Module *m = module_of(symbol_pc - 1);
+    symbol_result = m ? dwfl_module_addrname(m, symbol_pc - 1) : NULL;
 }
 
 const char *dbg_symbol_function(uintptr_t pc) {
-    Dwfl_Module *m = module_of(pc - 1);
-    return m ? dwfl_module_addrname(m, pc - 1) : NULL;
+    symbol_pc = pc;
+    on_symbol_stack(function_body);
+    return symbol_result;
 }
 
 /* file:line of address a in module m, by the CU whose ranges hold it.
@@ -103,10 +150,10 @@ static const char *line_by_units(Dwfl_Module *m, Dwarf_Addr a, int *lineno) {
     return file && dwarf_lineno(line, lineno) == 0 ? file : NULL;
 }
 
-void dbg_symbol_print(uintptr_t pc) {
+static void print_body(void) {
     /* a return address is the instruction after the call: look one byte
      * back, into the call, for the right line */
-    uintptr_t a = pc - 1;
+    uintptr_t a = symbol_pc - 1;
     Dwfl_Module *m = module_of(a);
     if (!m) { dbg_out_str("??"); return; }
     const char *name = dwfl_module_addrname(m, a);
@@ -138,4 +185,9 @@ void dbg_symbol_print(uintptr_t pc) {
     dbg_out_str("+");
     dbg_out_hex(a - start);
     dbg_out_str(")");
+}
+
+void dbg_symbol_print(uintptr_t pc) {
+    symbol_pc = pc;
+    on_symbol_stack(print_body);
 }
