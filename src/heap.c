@@ -19,6 +19,7 @@
 #include "large.h"
 #include "block_cache.h"
 #include "guard.h"
+#include "../include/spry.h"
 #include <errno.h>
 #include <string.h>
 
@@ -61,6 +62,13 @@ void spry_heap_note_freed_into(spry_heap_t *heap) {
  * block: a span of its own when `align` asks for one (64 KiB and up: see
  * spry_heap_malloc_aligned and spry_heap_malloc_span), else what n calls
  * for. */
+static void *heap_alloc_by_size(spry_heap_t *heap, size_t n, size_t align) {
+    if (align >= SPRY_ALIGN_GROWABLE) return spry_large_alloc(heap, n, align);
+    if (n <= SPRY_PAGED_MAX) return spry_class_alloc(heap, spry_class_of(n));
+    if (n <= SPRY_LARGE_MAX) return spry_large_alloc(heap, n, 1);
+    return spry_huge_alloc(n, 0, false);
+}
+
 static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(heap == &spry_empty_heap)) {
         if (spry_unlikely(tls_exited)) return heap_malloc_late(n, align);
@@ -87,12 +95,19 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
         spry_heap_collect(heap);
     spry_purge_poll();
-    void *p;
-    if (align >= SPRY_ALIGN_GROWABLE) p = spry_large_alloc(heap, n, align);
-    else if (n <= SPRY_PAGED_MAX) p = spry_class_alloc(heap, spry_class_of(n));
-    else if (n <= SPRY_LARGE_MAX) p = spry_large_alloc(heap, n, 1);
-    else p = spry_huge_alloc(n, 0, false);
+    void *p = heap_alloc_by_size(heap, n, align);
     spry_heap_leave(heap);
+    if (spry_unlikely(!p) && !spry_in_fork_window()) {
+        /* Out of memory or address space (RLIMIT_AS): what the heaps keep
+         * free (segments waiting for a purge tick to go back to the arena,
+         * caches) goes back, and the request is tried once more. A program
+         * that freed all it had under a limit of 300 MiB got no block of 3
+         * MiB until a purge pass ran (a review; glibc 88 of them). */
+        spry_trim();
+        spry_heap_enter(heap);
+        p = heap_alloc_by_size(heap, n, align);
+        spry_heap_leave(heap);
+    }
     if (!p) errno = ENOMEM;
     /* after the work: the drains and collects above may have freed pages */
     spry_purge_start_point();

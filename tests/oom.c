@@ -3,7 +3,8 @@
  *
  * A child process limits its address space (RLIMIT_AS) to its current size
  * plus 256 MiB, then exhausts it with big (8 MiB) and medium (96 KiB) blocks,
- * checks every failure, frees part of what it holds and allocates again.
+ * checks every failure, frees part of what it holds and allocates again;
+ * then fills it with small blocks, frees them all and takes big ones.
  * The parent reports a crash or a hang of the child (timeout) as a failure.
  */
 #define _GNU_SOURCE
@@ -177,6 +178,30 @@ static void child(void)
     check_all("block kept after OOM recovery");
     for (size_t i = 0; i < nblocks; i++)
         spry_free(blocks[i]);
+
+    /* the whole headroom in small blocks, all of them freed: blocks of 3 MiB
+     * fit again at once, not after a purge pass (a review: none did until
+     * then; the heaps' free segments were waiting for their purge tick) */
+    static void *fill[400000];
+    size_t nfill = 0;
+    while (nfill < 400000 && (fill[nfill] = spry_malloc(opaque(1000))) != NULL) {
+        memset(fill[nfill], 0x22, 16);
+        nfill++;
+    }
+    CHECKF(nfill < 400000, "1000-byte blocks never ran out (%zu)", nfill);
+    for (size_t i = 0; i < nfill; i++)
+        spry_free(fill[i]);
+    void *threes[64];
+    size_t got = 0;
+    while (got < 64 && (threes[got] = spry_malloc(opaque((size_t)3 << 20))) != NULL) {
+        memset(threes[got], 0x33, (size_t)3 << 20);
+        got++;
+    }
+    CHECKF(got >= 16, "after %zu small blocks filled 256 MiB and were freed, only %zu blocks of 3 MiB fit",
+           nfill, got);
+    for (size_t i = 0; i < got; i++)
+        spry_free(threes[i]);
+    printf("oom: %zu small blocks freed, then %zu blocks of 3 MiB\n", nfill, got);
     printf("oom: recovered; all checks passed\n");
     fflush(stdout);
     _exit(0);
