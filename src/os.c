@@ -10,6 +10,8 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <signal.h>
+#include <pthread.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -77,14 +79,30 @@ uint64_t spry_os_now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* A report or a statistics record written to a pipe whose reader is gone
+ * must not kill the program (SIGPIPE: a review; `prog 2>&1 | head`, then a
+ * double free): SIGPIPE is blocked for the write, and the one the write
+ * raised is taken back, unless one was pending already. */
 void spry_os_write(int fd, const char *s, size_t n) {
     int saved = errno;
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    bool masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old) == 0;
+    bool was_pending = !masked || (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE));
+    bool broken = false;
     while (n > 0) {
         ssize_t w = write(fd, s, n);
         if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EPIPE) broken = true;
         if (w <= 0) break;
         s += w; n -= (size_t)w;
     }
+    if (broken && !was_pending) {
+        static const struct timespec now = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &now);
+    }
+    if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = saved;
 }
 
