@@ -57,9 +57,7 @@ void spry_heap_note_freed_into(spry_heap_t *heap) {
     tls_freed_into = heap;
 }
 
-/* The slow path proper: a heap for a new thread, the chores (remote frees
- * out and in, a trim the purge thread asked for, an inline purge), then a
- * block: a span of its own when `align` asks for one (64 KiB and up: see
+/* A block: a span of its own when `align` asks for one (64 KiB and up: see
  * spry_heap_malloc_aligned and spry_heap_malloc_span), else what n calls
  * for. */
 static void *heap_alloc_by_size(spry_heap_t *heap, size_t n, size_t align) {
@@ -69,7 +67,17 @@ static void *heap_alloc_by_size(spry_heap_t *heap, size_t n, size_t align) {
     return spry_huge_alloc(n, 0, false);
 }
 
+bool spry_heap_oom_trim(void) {
+    if (spry_in_fork_window()) return false;
+    spry_trim();
+    return true;
+}
+
+/* The slow path proper: a heap for a new thread, the chores (remote frees
+ * out and in, a trim the purge thread asked for, an inline purge), then a
+ * block (heap_alloc_by_size). */
 static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
+    int errno_in = errno;
     if (spry_unlikely(heap == &spry_empty_heap)) {
         if (spry_unlikely(tls_exited)) return heap_malloc_late(n, align);
         heap = spry_heap_acquire();
@@ -97,18 +105,15 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     spry_purge_poll();
     void *p = heap_alloc_by_size(heap, n, align);
     spry_heap_leave(heap);
-    if (spry_unlikely(!p) && !spry_in_fork_window()) {
-        /* Out of memory or address space (RLIMIT_AS): what the heaps keep
-         * free (segments waiting for a purge tick to go back to the arena,
-         * caches) goes back, and the request is tried once more. A program
-         * that freed all it had under a limit of 300 MiB got no block of 3
-         * MiB until a purge pass ran (a review; glibc 88 of them). */
-        spry_trim();
+    if (spry_unlikely(!p) && spry_heap_oom_trim()) {
         spry_heap_enter(heap);
         p = heap_alloc_by_size(heap, n, align);
         spry_heap_leave(heap);
     }
-    if (!p) errno = ENOMEM;
+    /* a success leaves errno as it was: a try on the way that failed (the
+     * first one here, an arena's reservation halved under a limit) set
+     * ENOMEM */
+    errno = p ? errno_in : ENOMEM;
     /* after the work: the drains and collects above may have freed pages */
     spry_purge_start_point();
     return p;
@@ -220,8 +225,10 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
         return heap_malloc_slow(heap, n, align);
     }
     spry_init();                       /* huge blocks need no heap */
+    int errno_in = errno;
     void *p = spry_huge_alloc(n, align, false);
-    if (!p) errno = ENOMEM;
+    if (!p && spry_heap_oom_trim()) p = spry_huge_alloc(n, align, false);
+    errno = p ? errno_in : ENOMEM;
     return p;
 }
 

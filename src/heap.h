@@ -18,6 +18,13 @@ void *spry_heap_malloc_tiny(spry_heap_t *heap);
 void *spry_heap_malloc_span(spry_heap_t *heap, size_t n);
 /* Allocation of n bytes aligned to `align` (a power of two > 16). */
 void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
+/* After an allocation found no memory or address space (RLIMIT_AS): what
+ * the heaps keep free (segments waiting for a purge tick to go back to the
+ * arena, caches) goes back (spry_trim), so that the caller may try once
+ * more; false, nothing done, inside the fork window. Outside any guarded
+ * region. A program that freed all it had under a limit of 300 MiB got no
+ * block of 3 MiB until a purge pass ran (a review; glibc 88 of them). */
+bool spry_heap_oom_trim(void);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */
 spry_heap_t *spry_heap_acquire(void);
 /* A thread without a heap yet freed a block of `heap`'s: if that heap is

@@ -152,6 +152,23 @@ static void leak_in_thread(void) {
     pthread_join(t, NULL);
 }
 
+/* free leaves errno as it found it, its first report (symbol lookups
+ * set EINVAL, a review) and later ones. */
+NOINLINE static char *alloc_errno_kept(size_t n) { return malloc(n); }
+
+static void errno_kept(void) {
+    for (int i = 0; i < 2; i++) {
+        char *p = alloc_errno_kept(48);
+        free(p);
+        errno = 4242;
+        free(launder(p));
+        if (errno != 4242) {
+            printf("report %d: errno %d\n", i + 1, errno);
+            exit(3);
+        }
+    }
+}
+
 /* A thread of PTHREAD_STACK_MIN (16 KiB) frees a block twice, keeps 3,
  * and calls exit: the report and the leak list, whose symbol lookups
  * overflowed such a stack (a review), run on a stack of their own. */
@@ -187,6 +204,7 @@ static const struct { const char *name; void (*run)(void); } cases[] = {
     { "leak_in_thread", leak_in_thread }, { "free_header", free_header },
     { "huge_align", huge_align },         { "walk_null", walk_null },
     { "racing_double_free", racing_double_free }, { "small_stack", small_stack },
+    { "errno_kept", errno_kept },
 };
 
 int main(int argc, char **argv) {

@@ -72,6 +72,21 @@ static void check_all(const char *when)
             CHECK_PATTERN(blocks[i], 64, pattern_seed(blocks[i], 64), when);
 }
 
+/* The headroom filled with 1000-byte blocks until NULL, then all freed. */
+static size_t fill_and_free(void)
+{
+    static void *fill[400000];
+    size_t nfill = 0;
+    while (nfill < 400000 && (fill[nfill] = spry_malloc(opaque(1000))) != NULL) {
+        memset(fill[nfill], 0x22, 16);
+        nfill++;
+    }
+    CHECKF(nfill < 400000, "1000-byte blocks never ran out (%zu)", nfill);
+    for (size_t i = 0; i < nfill; i++)
+        spry_free(fill[i]);
+    return nfill;
+}
+
 static void child(void)
 {
     /* warm up: the heap and its thread state exist before the limit */
@@ -181,27 +196,42 @@ static void child(void)
 
     /* the whole headroom in small blocks, all of them freed: blocks of 3 MiB
      * fit again at once, not after a purge pass (a review: none did until
-     * then; the heaps' free segments were waiting for their purge tick) */
-    static void *fill[400000];
-    size_t nfill = 0;
-    while (nfill < 400000 && (fill[nfill] = spry_malloc(opaque(1000))) != NULL) {
-        memset(fill[nfill], 0x22, 16);
-        nfill++;
+     * then; the heaps' free segments were waiting for their purge tick),
+     * from malloc, aligned_alloc and a realloc that grows a block, and
+     * errno stays as it was when they succeed */
+    char *grown = spry_malloc(opaque((size_t)1 << 20));
+    CHECK_NOTNULL(grown);
+    memset(grown, 0x44, (size_t)1 << 20);
+    for (int kind = 0; kind < 3; kind++) {
+        size_t nfill = fill_and_free();
+        void *threes[64];
+        size_t got = 0;
+        errno = 4242;
+        if (kind == 2) {
+            char *q = spry_realloc(grown, opaque((size_t)3 << 20));
+            CHECKF(q != NULL, "after %zu small blocks filled 256 MiB and were freed, a realloc from 1 to "
+                              "3 MiB failed (errno %d)", nfill, errno);
+            CHECK(q[0] == 0x44 && q[((size_t)1 << 20) - 1] == 0x44);
+            grown = q;
+            got = 1;
+        }
+        while (kind < 2 && got < 64) {
+            threes[got] = kind == 0 ? spry_malloc(opaque((size_t)3 << 20))
+                                    : spry_aligned_alloc(opaque((size_t)4 << 20), opaque((size_t)3 << 20));
+            if (!threes[got]) break;
+            memset(threes[got], 0x33, (size_t)3 << 20);
+            got++;
+        }
+        CHECKF(got >= (kind == 2 ? 1 : 16), "after %zu small blocks filled 256 MiB and were freed, only %zu "
+               "blocks of 3 MiB fit (%s)", nfill, got, kind == 0 ? "malloc" : "aligned_alloc");
+        CHECKF(got == 64 || kind == 2 || errno == ENOMEM, "the failure's errno %d", errno);
+        if (kind == 2) CHECKF(errno == 4242, "a realloc that succeeded left errno %d", errno);
+        for (size_t i = 0; kind < 2 && i < got; i++)
+            spry_free(threes[i]);
+        printf("oom: %zu small blocks freed, then %zu blocks of 3 MiB (%s)\n", nfill, got,
+               kind == 0 ? "malloc" : kind == 1 ? "aligned_alloc, 4 MiB" : "realloc from 1 MiB");
     }
-    CHECKF(nfill < 400000, "1000-byte blocks never ran out (%zu)", nfill);
-    for (size_t i = 0; i < nfill; i++)
-        spry_free(fill[i]);
-    void *threes[64];
-    size_t got = 0;
-    while (got < 64 && (threes[got] = spry_malloc(opaque((size_t)3 << 20))) != NULL) {
-        memset(threes[got], 0x33, (size_t)3 << 20);
-        got++;
-    }
-    CHECKF(got >= 16, "after %zu small blocks filled 256 MiB and were freed, only %zu blocks of 3 MiB fit",
-           nfill, got);
-    for (size_t i = 0; i < got; i++)
-        spry_free(threes[i]);
-    printf("oom: %zu small blocks freed, then %zu blocks of 3 MiB\n", nfill, got);
+    spry_free(grown);
     printf("oom: recovered; all checks passed\n");
     fflush(stdout);
     _exit(0);

@@ -95,8 +95,15 @@ void dbg_out_head(void) {
     dbg_out_str("]: ");
 }
 
+/* The calling thread's errno as the report found it: free and the other
+ * calls that report leave it so (the symbol lookups' libdwfl left EINVAL
+ * at a process's first report, the log's open its error: a review). */
+static int report_errno;                /* report lock */
+
 void dbg_out_begin(void) {
+    int e = errno;
     spry_lock(&report_lock);
+    report_errno = e;
     dbg_inside++;
     dbg_symbol_new_report();
 }
@@ -109,9 +116,11 @@ void dbg_out_end(bool error) {
         spry_os_write(log_get(), msg, sizeof msg - 1);
     }
     dbg_inside--;
+    int e = report_errno;
     spry_unlock(&report_lock);
     if (error) spry_stat_add(&spry_stat.errors, 1);
     if (fatal) abort();
+    errno = e;
 }
 
 void dbg_out_block(size_t size, const void *p) {
