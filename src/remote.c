@@ -74,7 +74,7 @@ void spry_outbox_add(spry_heap_t *heap, spry_page_t *page, spry_block_t *b) {
      * slots of their own, and by segment: the descriptors of one slice in
      * different segments lie whole 512-byte colour steps apart (types.h),
      * so by the line alone such pages of every thread's segments shared
-     * two slots of 16 */
+     * two slots of 8 */
     uintptr_t at = ((uintptr_t)page >> 6) ^ ((uintptr_t)page >> SPRY_SEGMENT_SHIFT);
     spry_outbox_t *o = &heap->outbox[at % SPRY_OUTBOX_SLOTS];
     if (spry_unlikely(o->page != page)) {

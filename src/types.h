@@ -277,13 +277,16 @@ typedef struct spry_page_queue {
 } spry_page_queue_t;
 
 /* A freeing thread's batch of remote frees for one page (see remote.c).
- * 16 slots: a thread freeing blocks of many others' pages in turn (seed
+ * 8 slots: a thread freeing blocks of several others' pages in turn (seed
  * 002's pools, a server's workers) keeps a batch for each; with 4, a 32 B
- * block of one of 7 (15) other threads' pages, freed in turn, cost 186
- * (194) instructions a malloc and free, 127 (138) with 16 (callgrind), the
- * batches of 4 slots holding a block or two each, each handed over with a
- * CAS on the owner's page line. */
-#define SPRY_OUTBOX_SLOTS 16
+ * block of one of 7 other threads' pages, freed in turn, cost 186
+ * instructions a malloc and free, 127 with 8 (callgrind), the batches of 4
+ * slots holding a block or two each, each handed over with a CAS on the
+ * owner's page line. Not 16 (15 others: 194 -> 138): a consumer of blocks
+ * of random sizes then held back so many that its producer's peak RSS rose
+ * from 3.1-3.3 to 3.6-3.9 MB (producer/consumer 1+1, 8 B-4 KiB; 8 slots
+ * 3.2-3.3). */
+#define SPRY_OUTBOX_SLOTS 8
 typedef struct spry_outbox {
     struct spry_page *page;
     spry_block_t *head, *tail;
