@@ -91,6 +91,26 @@ static const char *family_free_name(unsigned f) {
     return f == SPRY_FAMILY_NEW ? "operator delete" : f == SPRY_FAMILY_NEW_ARRAY ? "operator delete[]" : "free";
 }
 
+/* A family mismatch between malloc and operator new or delete that is the
+ * program's own pairing: a library with an operator new of its own built
+ * on malloc (bound inside it, -Bsymbolic: LLVM's libLLVM), whose blocks a
+ * program deletes through the operator delete that LD_PRELOAD binds to
+ * spry's, or the other way round (its own operator delete built on free).
+ * Told by the allocator's caller: the block's allocation stack starts in an
+ * operator new, or the free's stack in an operator delete. Every link of
+ * rustc's lld reported 132 of them (a review). Looked up only when the
+ * families differ. */
+static bool pair_through_own_operator(const dbg_block_t *b, enum spry_debug_family family,
+                                      uint32_t free_stack) {
+    bool freed_as_new = family == SPRY_FAMILY_NEW || family == SPRY_FAMILY_NEW_ARRAY;
+    bool made_as_new = b->family == SPRY_FAMILY_NEW || b->family == SPRY_FAMILY_NEW_ARRAY;
+    if (b->family == SPRY_FAMILY_MALLOC && freed_as_new)
+        return dbg_stack_top_is(b->alloc_stack, "_Znw", "_Zna");
+    if (made_as_new && family == SPRY_FAMILY_MALLOC)
+        return dbg_stack_top_is(free_stack, "_Zdl", "_Zda");
+    return false;
+}
+
 /* Checks and frees a tracked block; `call` names the caller's function;
  * `stack`: the caller's stack id when it has it already (realloc), else
  * NULL and it is captured here, once the block is known to be freed.
@@ -102,7 +122,8 @@ static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const ch
                          : "the block was freed already (and has left the quarantine)", b);
         return false;
     }
-    if (b->family != family) {
+    uint32_t free_stack = stack ? *stack : dbg_stack_capture();
+    if (b->family != family && !pair_through_own_operator(b, family, free_stack)) {
         /* reported, then freed all the same: spry's free does not depend
          * on how the block was allocated */
         dbg_report_error("mismatched free", call, dbg_user(b),
@@ -111,7 +132,7 @@ static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const ch
                          : "the block was allocated with malloc", b);
     }
     dbg_damage_t d = { NULL, 0, 0 };
-    if (!dbg_track_release(b, stack ? *stack : dbg_stack_capture(), dbg_thread_id(), &d)) {
+    if (!dbg_track_release(b, free_stack, dbg_thread_id(), &d)) {
         /* another thread freed it between the test above and here */
         dbg_report_error("double free", call, dbg_user(b), "another thread freed the block meanwhile", b);
         return false;

@@ -238,6 +238,21 @@ void dbg_report_error(const char *kind, const char *call, const void *p, const c
     dbg_out_end(true);
 }
 
+bool dbg_stack_top_is(uint32_t id, const char *prefix_a, const char *prefix_b) {
+    void *const *pc;
+    if (dbg_stack_frames(id, &pc) < 1) return false;
+    int e = errno;
+    spry_lock(&report_lock);
+    dbg_inside++;                        /* libdwfl's own memory: core */
+    dbg_symbol_new_report();
+    const char *fn = dbg_symbol_function((uintptr_t)pc[0]);
+    bool yes = fn && (strncmp(fn, prefix_a, strlen(prefix_a)) == 0 || strncmp(fn, prefix_b, strlen(prefix_b)) == 0);
+    dbg_inside--;
+    spry_unlock(&report_lock);
+    errno = e;
+    return yes;
+}
+
 void dbg_report_fork_prepare(void) { spry_lock(&report_lock); }
 void dbg_report_fork_parent(void) { spry_unlock(&report_lock); }
 void dbg_report_fork_child(void) {

@@ -22,6 +22,10 @@ void dbg_out_block(size_t size, const void *p);
 /* Prints stack `id`, or the frames given (id 0), one symbolised line each. */
 void dbg_out_stack(const char *title, uint32_t id);
 void dbg_out_frames(const char *title, void *const *pc, int n);
+/* True when the first frame of stack `id` (the allocator's caller) is a
+ * function whose (mangled) name starts with one of the prefixes. Takes the
+ * report lock. */
+bool dbg_stack_top_is(uint32_t id, const char *prefix_a, const char *prefix_b);
 /* The block's allocation (and free, when freed) in words and stacks. */
 void dbg_out_history(const dbg_block_t *b);
 /* The first bytes of a block as hex and text. */
