@@ -114,12 +114,9 @@ static void *realloc_move(void *p, size_t n, size_t old) {
     if (n <= 8) q = spry_heap_malloc_tiny(spry_tls_heap);
     else if (n > REALLOC_SPAN_MIN && n > old && old >= n / 4 && n <= SPRY_PAGED_MAX)
         q = spry_heap_malloc_span(spry_tls_heap, n);
-    else if (n > SPRY_LARGE_MAX && n <= SPRY_AREA_BLOCK_MAX && n > old && old >= n / 4) {
-        int errno_in = errno;
+    else if (n > SPRY_LARGE_MAX && n <= SPRY_AREA_BLOCK_MAX && n > old && old >= n / 4)
         q = spry_huge_alloc_growable(n);
-        if (!q && spry_heap_oom_trim()) q = spry_huge_alloc_growable(n);
-        errno = q ? errno_in : ENOMEM;
-    } else q = spry_malloc_inline(n);
+    else q = spry_malloc_inline(n);
     if (!q) return NULL;                 /* p is untouched */
     size_t len = old < n ? old : n;
     if (len <= 8) memcpy(q, p, 8);

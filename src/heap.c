@@ -57,14 +57,14 @@ void spry_heap_note_freed_into(spry_heap_t *heap) {
     tls_freed_into = heap;
 }
 
-/* A block: a span of its own when `align` asks for one (64 KiB and up: see
+/* A block of the heap's (n <= SPRY_LARGE_MAX, or a span asked for): a span
+ * of its own when `align` asks for one (64 KiB and up: see
  * spry_heap_malloc_aligned and spry_heap_malloc_span), else what n calls
  * for. */
 static void *heap_alloc_by_size(spry_heap_t *heap, size_t n, size_t align) {
     if (align >= SPRY_ALIGN_GROWABLE) return spry_large_alloc(heap, n, align);
     if (n <= SPRY_PAGED_MAX) return spry_class_alloc(heap, spry_class_of(n));
-    if (n <= SPRY_LARGE_MAX) return spry_large_alloc(heap, n, 1);
-    return spry_huge_alloc(n, 0, false);
+    return spry_large_alloc(heap, n, 1);
 }
 
 bool spry_heap_oom_trim(void) {
@@ -75,7 +75,9 @@ bool spry_heap_oom_trim(void) {
 
 /* The slow path proper: a heap for a new thread, the chores (remote frees
  * out and in, a trim the purge thread asked for, an inline purge), then a
- * block (heap_alloc_by_size). */
+ * block: the heap's (heap_alloc_by_size), or a huge one, which needs no
+ * heap and is taken outside its guard (its retry trims, and the trim
+ * collects this heap). */
 static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     int errno_in = errno;
     if (spry_unlikely(heap == &spry_empty_heap)) {
@@ -103,9 +105,12 @@ static void *heap_malloc_slow(spry_heap_t *heap, size_t n, size_t align) {
     if (spry_unlikely(atomic_load_explicit(&heap->trim_request, memory_order_relaxed)))
         spry_heap_collect(heap);
     spry_purge_poll();
-    void *p = heap_alloc_by_size(heap, n, align);
+    bool huge = align < SPRY_ALIGN_GROWABLE && n > SPRY_LARGE_MAX;
+    void *p = huge ? NULL : heap_alloc_by_size(heap, n, align);
     spry_heap_leave(heap);
-    if (spry_unlikely(!p) && spry_heap_oom_trim()) {
+    if (huge) {
+        p = spry_huge_alloc(n, 0, false);
+    } else if (spry_unlikely(!p) && spry_heap_oom_trim()) {
         spry_heap_enter(heap);
         p = heap_alloc_by_size(heap, n, align);
         spry_heap_leave(heap);
@@ -225,11 +230,7 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
         return heap_malloc_slow(heap, n, align);
     }
     spry_init();                       /* huge blocks need no heap */
-    int errno_in = errno;
-    void *p = spry_huge_alloc(n, align, false);
-    if (!p && spry_heap_oom_trim()) p = spry_huge_alloc(n, align, false);
-    errno = p ? errno_in : ENOMEM;
-    return p;
+    return spry_huge_alloc(n, align, false);
 }
 
 /* ---- heap life ---------------------------------------------------------- */

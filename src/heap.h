@@ -23,7 +23,9 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align);
  * arena, caches) goes back (spry_trim), so that the caller may try once
  * more; false, nothing done, inside the fork window. Outside any guarded
  * region. A program that freed all it had under a limit of 300 MiB got no
- * block of 3 MiB until a purge pass ran (a review; glibc 88 of them). */
+ * block of 3 MiB until a purge pass ran (a review; glibc 88 of them).
+ * Callers: the heap's slow path for its own blocks, and huge.c for every
+ * huge block. */
 bool spry_heap_oom_trim(void);
 /* The calling thread's heap, creating or reusing one; NULL if out of memory. */
 spry_heap_t *spry_heap_acquire(void);

@@ -33,6 +33,7 @@
 #include "report.h"
 #include "segment.h"
 #include "bitmap.h"
+#include "heap.h"
 #include <errno.h>
 #include <string.h>
 
@@ -624,12 +625,22 @@ static void *huge_alloc(size_t size, size_t align, bool zero, bool grows) {
     return segment_alloc(size, align, zero);
 }
 
+/* huge_alloc, tried once more after a trim where it found no memory or
+ * address space (spry_heap_oom_trim); a success leaves errno as it was. */
+static void *huge_alloc_or_trim(size_t size, size_t align, bool zero, bool grows) {
+    int errno_in = errno;
+    void *p = huge_alloc(size, align, zero, grows);
+    if (!p && spry_heap_oom_trim()) p = huge_alloc(size, align, zero, grows);
+    errno = p ? errno_in : ENOMEM;
+    return p;
+}
+
 void *spry_huge_alloc(size_t size, size_t align, bool zero) {
-    return huge_alloc(size, align, zero, false);
+    return huge_alloc_or_trim(size, align, zero, false);
 }
 
 void *spry_huge_alloc_growable(size_t size) {
-    return huge_alloc(size, 0, false, true);
+    return huge_alloc_or_trim(size, 0, false, true);
 }
 
 bool spry_huge_resize(spry_page_t *page, size_t size) {

@@ -15,7 +15,8 @@
 #define SPRY_AREA_BLOCK_MAX ((size_t)64 << 20)
 
 /* A huge block of `size` bytes aligned to `align` (power of two, 0 = none),
- * zeroed if `zero`. NULL + ENOMEM. */
+ * zeroed if `zero`. NULL + ENOMEM, after a trim and a second try (so never
+ * inside a heap's guard: the trim collects the caller's heap). */
 void *spry_huge_alloc(size_t size, size_t align, bool zero);
 /* The same, unaligned and not zeroed, for a block realloc moves to grow it:
  * placed where it can grow in place later. */

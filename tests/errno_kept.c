@@ -12,6 +12,7 @@
  * stderr closed there only); errno is set to a value no call of spry's
  * would leave before each call. */
 #include "check.h"
+#include "in_child.h"
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -72,22 +73,10 @@ static void frees_of_every_size(void) {
     CHECK_KEPT(malloc_trim(0), "a trim that returns memory");
 }
 
-static void in_child(void (*fn)(void), const char *name) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        fn();
-        _exit(0);
-    }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %d", name, st);
-}
-
 int main(void) {
-    in_child(reports_to_closed_stderr, "reports");
-    in_child(first_trim, "first trim");
-    in_child(frees_of_every_size, "frees");
+    run_in_child(reports_to_closed_stderr, "reports");
+    run_in_child(first_trim, "first trim");
+    run_in_child(frees_of_every_size, "frees");
     printf("errno_kept: free and malloc_trim leave errno as it was\n");
     return 0;
 }

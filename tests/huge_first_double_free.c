@@ -12,6 +12,7 @@
  * huge block, freed twice. Plain malloc and free, linked to the shared
  * library: pthread_create's own allocation must reach spry. */
 #include "check.h"
+#include "in_child.h"
 #include "reports.h"
 #include <spry.h>
 #include <pthread.h>
@@ -53,18 +54,6 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-static void in_child(void (*body)(void)) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        alarm(60);
-        body();
-        _exit(0);
-    }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
-}
 
 static void first_of_process(void) { free_twice(); }
 
@@ -78,8 +67,8 @@ static void first_of_thread(void) {
 }
 
 int main(void) {
-    in_child(first_of_process);
-    in_child(first_of_thread);
+    run_in_child(first_of_process, "first allocation of the process");
+    run_in_child(first_of_thread, "first allocation of a thread");
     printf("huge_first_double_free: both cases reported, later blocks intact\n");
     return 0;
 }

@@ -11,6 +11,7 @@
  * Each part runs in a child process (the rlimit stays there). */
 #define _GNU_SOURCE
 #include "check.h"
+#include "in_child.h"
 #include <spry.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -113,19 +114,9 @@ static void fork_part(void) {
     CHECK(pthread_join(t, NULL) == 0);
 }
 
-static void in_child(void (*part)(void), const char *name) {
-    fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) { part(); _exit(0); }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %#x", name, status);
-}
-
 int main(void) {
-    in_child(rlimit_part, "rlimit");
-    in_child(fork_part, "fork");
+    run_in_child(rlimit_part, "rlimit");
+    run_in_child(fork_part, "fork");
     printf("huge_limits: ok\n");
     return 0;
 }
