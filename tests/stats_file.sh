@@ -47,7 +47,7 @@ done
 wait $reader
 /usr/bin/python3 -c 'import json, sys; json.loads(open(sys.argv[1]).readline())' "$work/fifo.out" \
     || fail "the record through a FIFO with a reader: '$(head -c 200 "$work/fifo.out")'"
-if [ $# -ge 2 ]; then
+if [ -n "${2:-}" ]; then
     # a leak to report opens the log
     out=$(timeout 30 env SPRY_DEBUG_LOG="$work/fifo" LD_PRELOAD="$2" /usr/bin/python3 -c 'import ctypes
 ctypes.CDLL(None).malloc(100)' 2>&1)
