@@ -88,16 +88,30 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
 }
 
+/* How many blocks a carve from `first` lists: those whose first bytes
+ * (the link and the free marker carving writes) lie in the `bytes` of OS
+ * pages from the one `first` is in, at least one. By bytes from `first`,
+ * a carve that started inside an OS page wrote into one page more than it
+ * filled: the 8-byte blocks start after their bitmaps, half an OS page in,
+ * and every thread that used them had 8 KiB of that page resident, not 4;
+ * coloured classes start at an offset too. */
+static uint32_t carve_count(const uint8_t *first, size_t bs, size_t bytes) {
+    uintptr_t end = ((uintptr_t)first & ~(uintptr_t)(SPRY_OS_PAGE - 1)) + bytes;
+    size_t head = bs < 2 * sizeof(void *) ? bs : 2 * sizeof(void *);
+    size_t room = end - (uintptr_t)first;
+    uint32_t n = room < head ? 0 : (uint32_t)((room - head) / bs) + 1;
+    return n < CARVE_MIN ? CARVE_MIN : n;
+}
+
 /* Puts the next few uncarved blocks, in address order, on page->free. They
  * carry the free marker like any free block (class 0: their live bits are
  * clear), so a free of one never handed out is a double free, not a second
  * copy on the list. */
 void spry_page_carve(spry_page_t *page) {
     size_t bs = page->block_size;
-    uint32_t n = (uint32_t)((page->resident ? CARVE_RESIDENT : CARVE_BYTES) / bs);
-    if (n < CARVE_MIN) n = CARVE_MIN;
-    if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
     uint8_t *first = page->start + (size_t)page->capacity * bs;
+    uint32_t n = carve_count(first, bs, page->resident ? CARVE_RESIDENT : CARVE_BYTES);
+    if (n > page->reserved - page->capacity) n = page->reserved - page->capacity;
     uint8_t *p = first;
     bool mark = page->class_idx != 0;
     for (uint32_t i = 1; i < n; i++, p += bs) {
