@@ -36,9 +36,13 @@ static uint8_t *meta_cur, *meta_end;
 /* ---- metadata ---------------------------------------------------------- */
 
 void *spry_meta_alloc(size_t size) {
+    /* an OS page or more starts on one (a heap's cold page: types.h); the
+     * gap before it stays untouched */
+    uintptr_t align = size >= SPRY_OS_PAGE ? SPRY_OS_PAGE : 64;
     size = (size + 63) & ~(size_t)63;
     spry_lock(&meta_lock);
-    if ((size_t)(meta_end - meta_cur) < size) {
+    meta_cur = (uint8_t *)(((uintptr_t)meta_cur + align - 1) & ~(align - 1));
+    if (meta_cur > meta_end || (size_t)(meta_end - meta_cur) < size) {
         size_t chunk = size > (1u << 20) ? size : (1u << 20);
         uint8_t *p = spry_os_reserve(chunk, SPRY_OS_PAGE);
         if (!p) { spry_unlock(&meta_lock); return NULL; }

@@ -29,7 +29,8 @@ void  spry_arena_free(const spry_run_t *run, bool dirty);
 bool  spry_arena_purge(bool force);
 /* True when p lies in one of the arenas (no lock). */
 bool  spry_arena_contains(const void *p);
-/* Zeroed metadata memory (heaps), never freed; NULL when out of memory. */
+/* Zeroed metadata memory (heaps), never freed, 64-byte aligned (an OS page
+ * when it is that large); NULL when out of memory. */
 void *spry_meta_alloc(size_t size);
 
 void  spry_arena_fork_prepare(void);

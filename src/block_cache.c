@@ -4,6 +4,8 @@
 #include "purge.h"
 #include "stats.h"
 
+#include <string.h>
+
 /* A class's bounds (block_cache.h): its bytes, its fewest and most
  * blocks; [0] where no scavenger runs, [1] where it does. A heap holds at
  * most 4 times its share of 4 MiB without the scavenger, HEAP_MAX with it. */
@@ -110,6 +112,16 @@ static void bcache_drain_bottom(spry_heap_t *heap, spry_block_cache_t *bc, uint3
     bcache_give_back(heap, bc, cut, n);
 }
 
+/* A class never pushed to since its last flush (limit 0): its record is
+ * what a look would leave (all zero) and is not written again, so a heap
+ * whose thread caches nothing keeps its cold page untouched (types.h). */
+static bool seen_unused(spry_bcache_seen_t *seen, int limit) {
+    if (limit) return false;
+    static const spry_bcache_seen_t zero;
+    if (memcmp(seen, &zero, sizeof zero)) *seen = zero;
+    return true;
+}
+
 /* A stack with blocks whose top and count are as the last look saw them. */
 static bool seen_again(const spry_bcache_seen_t *seen, const spry_block_t *top, int16_t room) {
     return top && top == seen->top && room == seen->room;
@@ -132,6 +144,7 @@ bool spry_bcache_untouched(spry_heap_t *heap) {
         spry_block_t *top = *(spry_block_t *volatile *)&bc->top;
         int16_t room = *(volatile int16_t *)&bc->room;
         int limit = *(volatile uint16_t *)&bc->limit;
+        if (seen_unused(seen, limit)) continue;
         seen->untouched = seen_again(seen, top, room) && room < limit - 1;
         if (seen->untouched) {
             found = true;
@@ -148,6 +161,7 @@ void spry_bcache_scavenge(spry_heap_t *heap) {
     for (unsigned c = 1; c < SPRY_CLASS_COUNT; c++) {
         spry_block_cache_t *bc = &heap->bcache[c];
         spry_bcache_seen_t *seen = &heap->bcache_seen[c];
+        if (seen_unused(seen, bc->limit)) continue;
         /* only a class the look found as the pass before left it, and
          * still so: the look records every other class's top and count
          * anew, so these compare equal to the record (cutting them cut

@@ -327,10 +327,6 @@ typedef struct spry_heap {
     _Atomic(size_t) span_dirty;         /* includes the span cache          */
     size_t span_in_use_peak;            /* highest span_in_use since the last
                                            purge tick (heap lock)            */
-    /* Recently freed spans by slice count, reused as they are: a block of the
-     * same size lands where the last one was, touching no new memory. LIFO,
-     * heap lock; flushed to the segments at the next purge tick. */
-    spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
     size_t span_cached;
     uint32_t purge_tick;                /* written under the lock, atomically:
                                            the owner reads it without (queue.c) */
@@ -338,19 +334,10 @@ typedef struct spry_heap {
      * batched per page so one CAS hands over many (remote.c). */
     spry_outbox_t outbox[SPRY_OUTBOX_SLOTS];
     uint32_t outbox_pending;            /* slots holding blocks */
-    /* Owner only: blocks the owner freed into its full class pages, per
-     * class, handed out before any page is searched (block_cache.c). */
-    spry_block_cache_t bcache[SPRY_CLASS_COUNT];
     ptrdiff_t bcache_room;              /* bcache_limit - bytes cached: the
                                            push checks and counts at once  */
     size_t bcache_limit;                /* refreshed on slow paths */
     bool bcache_unscavenged;            /* classes' bounds for no scavenger */
-    spry_bcache_seen_t bcache_seen[SPRY_CLASS_COUNT];
-    /* Owner only, no lock: large blocks the owner freed last, kept whole
-     * for the next malloc of the same span size (large.c). */
-    spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS + 1]; /* the last always empty: the
-                                           inline pop may look one slot up */
-    uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
     size_t hot_bytes;
     size_t hot_limit;                   /* refreshed on slow paths */
     /* OS pages past live growable large blocks left resident (large.c),
@@ -386,7 +373,27 @@ typedef struct spry_heap {
     _Atomic(int) leaving;               /* LEAVING_*: its thread is exiting
                                            (heap.c, heap_wait_leaving)      */
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
+    /* The rest, an OS page of its own (spry_meta_alloc aligns heaps), is
+     * written only by a thread that frees blocks above 1 KiB or spans: a
+     * thread of small blocks leaves it untouched, not resident (it wrote
+     * all 4 pages of a heap before: 37 -> 29 KB a thread of 8-byte blocks,
+     * with the carve's page bound, page.c; glibc 14).
+     *
+     * Owner only: blocks the owner freed into its full class pages, per
+     * class, handed out before any page is searched (block_cache.c). */
+    _Alignas(SPRY_OS_PAGE) spry_block_cache_t bcache[SPRY_CLASS_COUNT];
+    spry_bcache_seen_t bcache_seen[SPRY_CLASS_COUNT];
+    /* Recently freed spans by slice count, reused as they are: a block of the
+     * same size lands where the last one was, touching no new memory. LIFO,
+     * heap lock; flushed to the segments at the next purge tick. */
+    spry_page_t *span_cache[SPRY_SPAN_CACHE_SLOTS];
+    /* Owner only, no lock: large blocks the owner freed last, kept whole
+     * for the next malloc of the same span size (large.c). */
+    spry_page_t *hot[SPRY_SPAN_CACHE_SLOTS + 1]; /* the last always empty: the
+                                           inline pop may look one slot up */
+    uint8_t hot_count[SPRY_SPAN_CACHE_SLOTS];
 } spry_heap_t;
+_Static_assert(sizeof(spry_heap_t) == 4 * SPRY_OS_PAGE, "the heap's cold part is its last OS page");
 
 /* Relaxed: plain moves on x86-64. Remote threads may read a key while the
  * owner changes it; either value sends them down the remote path. */
