@@ -88,18 +88,18 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);
 }
 
-/* How many blocks a carve from `first` lists: those whose first bytes
- * (the link and the free marker carving writes) lie in the `bytes` of OS
- * pages from the one `first` is in, at least one. By bytes from `first`,
- * a carve that started inside an OS page wrote into one page more than it
- * filled: the 8-byte blocks start after their bitmaps, half an OS page in,
- * and every thread that used them had 8 KiB of that page resident, not 4;
- * coloured classes start at an offset too. */
+/* How many blocks a carve from `first` lists: those that lie whole in the
+ * `bytes` of OS pages from the one `first` is in, at least one. By bytes
+ * from `first`, a carve that started inside an OS page wrote into one page
+ * more than it filled: the 8-byte blocks start after their bitmaps, half
+ * an OS page in, and every thread that used them had 8 KiB of that page
+ * resident, not 4. (Blocks whose first bytes lie in those pages, a longer
+ * carve, cost more: the last one reaches into the next page, which the
+ * program writes once it has that block: peak RSS +100-150 KB of 3.1 MB
+ * for a producer and consumer of 8 B-4 KiB blocks.) */
 static uint32_t carve_count(const uint8_t *first, size_t bs, size_t bytes) {
     uintptr_t end = ((uintptr_t)first & ~(uintptr_t)(SPRY_OS_PAGE - 1)) + bytes;
-    size_t head = bs < 2 * sizeof(void *) ? bs : 2 * sizeof(void *);
-    size_t room = end - (uintptr_t)first;
-    uint32_t n = room < head ? 0 : (uint32_t)((room - head) / bs) + 1;
+    uint32_t n = (uint32_t)((end - (uintptr_t)first) / bs);
     return n < CARVE_MIN ? CARVE_MIN : n;
 }
 
