@@ -193,6 +193,7 @@ static inline bool free_large_hot(spry_page_t *page, void *p) {
     if (kept) {
         spry_block_mark_free(p, page);
         page->used = 0;
+        spry_large_block_gone(heap, page);
     }
     spry_heap_leave(heap);
     if (kept && spry_unlikely(was_empty)) large_hot_first(__builtin_return_address(0));

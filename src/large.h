@@ -21,6 +21,7 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align);
 static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     page->kind = SPRY_PAGE_LARGE;
     page->tail_pages = 0;
+    page->grows_small = 0;
     page->block_size = usable;
     page->used = 1;
     page->free = page->local_free = NULL;        /* the last block's free */
@@ -33,6 +34,15 @@ static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_
 
 /* The large page's block is freed or grows over its tail: its resident
  * tail no longer counts (large.c). Owner. */
+/* A large page's block was freed: one small growing block fewer when it
+ * was one (alloc.c). The owner, or a purge pass collecting its heap. */
+static inline void spry_large_block_gone(spry_heap_t *heap, spry_page_t *page) {
+    if (spry_unlikely(page->grows_small)) {
+        page->grows_small = 0;
+        atomic_fetch_sub_explicit(&heap->small_growing, 1, memory_order_relaxed);
+    }
+}
+
 static inline void spry_large_tail_forget(spry_heap_t *heap, spry_page_t *page) {
     heap->tail_pages -= page->tail_pages;
     page->tail_pages = 0;

@@ -148,6 +148,7 @@ static bool xfree_set_notify(spry_page_t *page, bool on) {
  * delay). */
 static void page_give_back(spry_heap_t *heap, spry_page_t *page) {
     if (page->kind == SPRY_PAGE_LARGE) {
+        spry_large_block_gone(heap, page);
         bool was_empty = heap->hot_bytes == 0;
         if (spry_large_hot_push(heap, page)) {
             if (was_empty) spry_purge_notify();             /* see spry_large_hot_push */

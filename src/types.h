@@ -180,6 +180,9 @@ typedef struct spry_page {
                                     a queue's spare since this tick */
     uint8_t  resident;           /* class pages: every slice of the span had
                                     been used before (page.c, carving)     */
+    uint8_t  grows_small;        /* large: a block realloc moved here below
+                                    its class sizes' span threshold, counted
+                                    in heap->small_growing (alloc.c)       */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
@@ -344,6 +347,9 @@ typedef struct spry_heap {
      * and how many may be (refreshed on slow paths) */
     uint32_t tail_pages, tail_limit;
     uint8_t limits_in;                  /* slow paths until the next refresh */
+    /* live spans of blocks realloc grows below 32 KiB (alloc.c); relaxed
+     * atomic: a purge pass that collects the heap may free one */
+    _Atomic(uint32_t) small_growing;
     uint32_t spares;                    /* queues[].spare set (queue.c)    */
     uint32_t aged_tick;                 /* purge_tick of the last aging of
                                            spares and hot spans (heap.c)  */
