@@ -21,7 +21,6 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align);
 static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_t usable) {
     page->kind = SPRY_PAGE_LARGE;
     page->tail_pages = 0;
-    page->grows_small = 0;
     page->block_size = usable;
     page->used = 1;
     page->free = page->local_free = NULL;        /* the last block's free */

@@ -182,7 +182,9 @@ typedef struct spry_page {
                                     been used before (page.c, carving)     */
     uint8_t  grows_small;        /* large: a block realloc moved here below
                                     its class sizes' span threshold, counted
-                                    in heap->small_growing (alloc.c)       */
+                                    in heap->small_growing (alloc.c); its
+                                    free clears it (spry_large_block_gone),
+                                    so no other page has it set            */
     size_t   block_size;         /* usable bytes of each block                */
     uint8_t *start;              /* first block                               */
     struct spry_heap *heap;      /* owner; stable while any block is live    */
