@@ -31,8 +31,6 @@ static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_
     return page->start;
 }
 
-/* The large page's block is freed or grows over its tail: its resident
- * tail no longer counts (large.c). Owner. */
 /* A large page's block was freed: one small growing block fewer when it
  * was one (alloc.c). The owner, or a purge pass collecting its heap. */
 static inline void spry_large_block_gone(spry_heap_t *heap, spry_page_t *page) {
@@ -42,6 +40,8 @@ static inline void spry_large_block_gone(spry_heap_t *heap, spry_page_t *page) {
     }
 }
 
+/* The large page's block is freed or grows over its tail: its resident
+ * tail no longer counts (large.c). Owner. */
 static inline void spry_large_tail_forget(spry_heap_t *heap, spry_page_t *page) {
     heap->tail_pages -= page->tail_pages;
     page->tail_pages = 0;
