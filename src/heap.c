@@ -450,6 +450,11 @@ void spry_heap_collect(spry_heap_t *heap) {
     spry_outbox_flush(heap);
     spry_inbox_drain(heap);
     spry_heap_drop_caches(heap, 0, false);
+    /* a trim or the thread's exit: the growing block's reused tail too */
+    if (heap->small_tail) {
+        spry_large_tail_purge(heap, heap->small_tail);
+        heap->small_tail = NULL;
+    }
 }
 
 bool spry_heaps_dormant_hold(void) {

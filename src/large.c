@@ -137,6 +137,15 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
     return page ? spry_large_reuse(heap, page, usable) : NULL;
 }
 
+void spry_large_tail_purge(spry_heap_t *heap, spry_page_t *page) {
+    size_t bytes = (size_t)page->tail_pages * SPRY_OS_PAGE;
+    if (!bytes) return;
+    spry_os_purge(page->start + (size_t)page->slice_count * SPRY_SLICE_SIZE - bytes, bytes);
+    spry_stat_add(&spry_stat.purged_total, bytes);
+    spry_stat_add(&spry_stat.purges, 1);
+    spry_large_tail_forget(heap, page);
+}
+
 void spry_large_refresh_limit(spry_heap_t *heap) {
     size_t share = spry_heap_share(HOT_BYTES);
     size_t quarter = atomic_load_explicit(&heap->span_in_use, memory_order_relaxed) / 4;

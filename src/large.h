@@ -32,13 +32,19 @@ static inline void *spry_large_reuse(spry_heap_t *heap, spry_page_t *page, size_
 }
 
 /* A large page's block was freed: one small growing block fewer when it
- * was one (alloc.c). The owner, or a purge pass collecting its heap. */
+ * was one (alloc.c). The owner, or a purge pass collecting its heap;
+ * inside the guard. */
 static inline void spry_large_block_gone(spry_heap_t *heap, spry_page_t *page) {
     if (spry_unlikely(page->grows_small)) {
         page->grows_small = 0;
         atomic_fetch_sub_explicit(&heap->small_growing, 1, memory_order_relaxed);
+        if (heap->small_tail == page) heap->small_tail = NULL;
     }
 }
+
+/* Gives the OS pages past a live large block in its span's last slice
+ * (its counted tail) back to the kernel. Owner, inside the guard. */
+void spry_large_tail_purge(spry_heap_t *heap, spry_page_t *page);
 
 /* The large page's block is freed or grows over its tail: its resident
  * tail no longer counts (large.c). Owner. */

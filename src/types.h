@@ -352,6 +352,9 @@ typedef struct spry_heap {
     /* live spans of blocks realloc grows below 32 KiB (alloc.c); relaxed
      * atomic: a purge pass that collects the heap may free one */
     _Atomic(uint32_t) small_growing;
+    /* the one of them whose span, reused, keeps its resident tail (alloc.c);
+     * guarded */
+    spry_page_t *small_tail;
     uint32_t spares;                    /* queues[].spare set (queue.c)    */
     uint32_t aged_tick;                 /* purge_tick of the last aging of
                                            spares and hot spans (heap.c)  */
