@@ -141,8 +141,10 @@ static bool realloc_to_span(spry_heap_t *heap, size_t n, size_t old) {
 }
 
 /* The span of a block realloc grows (realloc_to_span); one below 32 KiB
- * counted in the heap that holds it (a thread's first call, a realloc,
- * passes the empty heap). A reused span keeps what it has resident past
+ * counted in the heap that holds it, the caller's once the malloc has
+ * run (a thread's first call, a realloc, passes the empty heap; a thread
+ * past its TLS's end takes a heap for the call and leaves it dormant
+ * again, where another thread may take it: not counted). A reused span keeps what it has resident past
  * the block (large.c: no madvise and no page faults for strings built one
  * after another), but for one such block a heap: a block that starts
  * growing while another still lives takes that one's tail back to the
@@ -153,6 +155,7 @@ static void *realloc_span(spry_heap_t *heap, size_t n) {
     if (q && n <= REALLOC_SPAN_MIN) {
         spry_page_t *page = spry_block_page(q);
         heap = page->heap;
+        if (heap != spry_tls_heap) return q;
         spry_heap_enter(heap);
         page->grows_small = 1;
         atomic_fetch_add_explicit(&heap->small_growing, 1, memory_order_relaxed);
