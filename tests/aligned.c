@@ -18,16 +18,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc_api.h"
 #include "check.h"
+#include "in_child.h"
 #include "pattern.h"
 #include "rss.h"
 
@@ -248,18 +247,7 @@ static void address_space_child(void)
 
 static void test_address_space(void)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        alarm(60);
-        address_space_child();
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-           "address-space child: %s %d", WIFSIGNALED(status) ? "signal" : "exit status",
-           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    run_in_child(address_space_child, "address-space child");
 }
 
 /* A 0-byte block aligned to 4 MiB or more lies inside its own run: it once

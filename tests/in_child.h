@@ -22,7 +22,8 @@ static inline void run_in_child(void (*fn)(void), const char *name)
     }
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x", name, st);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s %d", name,
+           WIFSIGNALED(st) ? "signal" : "exit status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
 #endif

@@ -25,14 +25,9 @@
 #define SYMBOL_STACK ((size_t)1 << 20)
 static void *symbol_stack;
 static ucontext_t symbol_caller, symbol_callee;
-static void (*symbol_body)(void);
 /* the entry points' argument and result, across the switch */
 static uintptr_t symbol_pc;
 static const char *symbol_result;
-
-static void symbol_trampoline(void) {
-    symbol_body();
-}
 
 /* body() on the symbol stack; where it cannot be had, on the caller's. */
 static void on_symbol_stack(void (*body)(void)) {
@@ -44,8 +39,7 @@ static void on_symbol_stack(void (*body)(void)) {
     symbol_callee.uc_stack.ss_sp = symbol_stack;
     symbol_callee.uc_stack.ss_size = SYMBOL_STACK;
     symbol_callee.uc_link = &symbol_caller;
-    symbol_body = body;
-    makecontext(&symbol_callee, symbol_trampoline, 0);
+    makecontext(&symbol_callee, body, 0);
     if (swapcontext(&symbol_caller, &symbol_callee) != 0) body();
 }
 
