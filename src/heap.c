@@ -235,24 +235,17 @@ void *spry_heap_malloc_aligned(spry_heap_t *heap, size_t n, size_t align) {
 
 /* ---- heap life ---------------------------------------------------------- */
 
-/* Rewrites the keys of every page the heap owns (see types.h). Under the
- * heap lock so that the span layout holds still; remote threads may read a
- * key meanwhile and see either value, both of which send them remote. */
+static void rekey_page(spry_page_t *page, void *tid) {
+    if (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE)
+        spry_key_set(page, *(uintptr_t *)tid | (spry_key_get(page) & SPRY_KEY_FLAGS));
+}
+
+/* Rewrites the keys of every page the heap owns (see types.h), the span
+ * layout held still by the segments' locks; remote threads may read a key
+ * meanwhile and see either value, both of which send them remote. */
 static void heap_rekey(spry_heap_t *heap, uintptr_t tid) {
-    spry_lock(&heap->lock);
     __atomic_store_n(&heap->tid, tid, __ATOMIC_RELAXED);   /* heap_left_keyed reads it unlocked */
-    for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
-        for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            /* spans only: reading every descriptor mapped the header's
-             * untouched pages (the kernel's zero page: three more pages a
-             * segment that mincore, and so the census, counted resident
-             * after each thread's exit) */
-            spry_page_t *page = spry_segment_span_at(seg, i);
-            if (page && (page->kind == SPRY_PAGE_CLASS || page->kind == SPRY_PAGE_LARGE))
-                spry_key_set(page, tid | (spry_key_get(page) & SPRY_KEY_FLAGS));
-        }
-    }
-    spry_unlock(&heap->lock);
+    spry_heap_spans(heap, true, rekey_page, &tid);
 }
 
 /* The dormant list (heaps_lock held). */
@@ -461,7 +454,11 @@ bool spry_heaps_dormant_hold(void) {
     bool hold = false;
     spry_lock(&heaps_lock);
     for (spry_heap_t *h = dormant.newest; h && !hold; h = h->dormant_next)
-        hold = atomic_load_explicit(&h->span_in_use, memory_order_relaxed) != 0;
+        /* its pages: in its segments but those lent, and those borrowed
+         * (a racy read of span_lent: a pass more or fewer) */
+        hold = atomic_load_explicit(&h->span_in_use, memory_order_relaxed) !=
+                   __atomic_load_n(&h->span_lent, __ATOMIC_RELAXED) ||
+               atomic_load_explicit(&h->span_borrowed, memory_order_relaxed) != 0;
     spry_unlock(&heaps_lock);
     return hold;
 }

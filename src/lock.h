@@ -37,6 +37,15 @@ static inline void spry_lock(spry_lock_t *l) {
     spry_lock_slow(l);
 }
 
+/* Takes the lock only if it is free at once: for a lock whose holder the
+ * caller need not wait for (another heap's, segment.c). False in the fork
+ * window too, where every lock is held. */
+static inline bool spry_trylock(spry_lock_t *l) {
+    int e = 0;
+    return atomic_compare_exchange_strong_explicit(&l->state, &e, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
 static inline void spry_unlock(spry_lock_t *l) {
     if (spry_in_fork_window()) return;
     if (spry_unlikely(atomic_exchange_explicit(&l->state, 0, memory_order_release) == 2))

@@ -82,7 +82,7 @@ void spry_page_init_class(spry_heap_t *heap, spry_page_t *page, unsigned c) {
     page->pinned = 0;
     page->free = page->local_free = NULL;
     page->next = page->prev = NULL;
-    page->heap = heap;
+    /* page->heap: set by the span's allocation, under the lock (segment.c) */
     spry_key_set(page, key);
     atomic_store_explicit(&page->xfree, 0, memory_order_relaxed);
     atomic_store_explicit(&page->inbox_next, NULL, memory_order_relaxed);

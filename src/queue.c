@@ -325,6 +325,28 @@ void spry_queues_release_empty(spry_heap_t *heap, unsigned from, bool watch) {
     }
 }
 
+static void rebuild_page(spry_page_t *page, void *arg) {
+    spry_heap_t *heap = arg;
+    if (page->kind != SPRY_PAGE_CLASS) return;
+    page_unpin(page);
+    page->next = page->prev = NULL;
+    spry_page_collect_remote(page);
+    uintptr_t key = spry_key_get(page);
+    spry_page_queue_t *q = &heap->queues[page->class_idx];
+    q->pages++;
+    if (page->free || page->local_free || page->capacity < page->reserved) {
+        spry_key_set(page, key & ~SPRY_KEY_FULL);
+        atomic_fetch_and_explicit(&page->xfree, ~SPRY_XFREE_NOTIFY, memory_order_relaxed);
+        page->prev = q->last;
+        if (q->last) q->last->next = page; else q->first = page;
+        q->last = page;
+        q->count++;
+    } else {
+        spry_key_set(page, key | SPRY_KEY_FULL);
+        atomic_fetch_or_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
+    }
+}
+
 /* fork child: the owner of this heap did not survive fork and may have been
  * in the middle of changing a queue, so queues, pins and direct[] are made
  * anew from the page descriptors (whose span fields were consistent:
@@ -338,29 +360,7 @@ void spry_queues_rebuild(spry_heap_t *heap) {
         heap->queues[c] = (spry_page_queue_t){ NULL, NULL, 0, 0, NULL };
     heap->spares = 0;
     for (size_t n = 0; n < SPRY_DIRECT_SLOTS; n++) heap->direct[n] = &spry_empty_page;
-    for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
-        for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            spry_page_t *page = spry_segment_span_at(seg, i);
-            if (!page || page->kind != SPRY_PAGE_CLASS) continue;
-            page_unpin(page);
-            page->next = page->prev = NULL;
-            spry_page_collect_remote(page);
-            uintptr_t key = spry_key_get(page);
-            spry_page_queue_t *q = &heap->queues[page->class_idx];
-            q->pages++;
-            if (page->free || page->local_free || page->capacity < page->reserved) {
-                spry_key_set(page, key & ~SPRY_KEY_FULL);
-                atomic_fetch_and_explicit(&page->xfree, ~SPRY_XFREE_NOTIFY, memory_order_relaxed);
-                page->prev = q->last;
-                if (q->last) q->last->next = page; else q->first = page;
-                q->last = page;
-                q->count++;
-            } else {
-                spry_key_set(page, key | SPRY_KEY_FULL);
-                atomic_fetch_or_explicit(&page->xfree, SPRY_XFREE_NOTIFY, memory_order_relaxed);
-            }
-        }
-    }
+    spry_heap_spans(heap, false, rebuild_page, heap);
     for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
         if (!heap->queues[c].first) continue;
         page_pin(heap->queues[c].first);

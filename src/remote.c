@@ -175,19 +175,17 @@ spry_page_t *spry_inbox_drain_guarded(spry_heap_t *heap) {
     }
 }
 
+static void inbox_page(spry_page_t *page, void *list) {
+    if (!(atomic_load_explicit(&page->xfree, memory_order_relaxed) & SPRY_XFREE_QUEUED)) return;
+    atomic_store_explicit(&page->inbox_next, *(spry_page_t **)list, memory_order_relaxed);
+    *(spry_page_t **)list = page;
+}
+
 /* fork child: a remote free cut in two by fork may have marked its page
  * QUEUED without linking it into the inbox, and then no later free would
  * link it. The inbox is made anew from the pages' QUEUED flags. */
 void spry_inbox_rebuild(spry_heap_t *heap) {
     spry_page_t *list = NULL;
-    for (spry_segment_t *seg = heap->segments; seg; seg = seg->next) {
-        for (unsigned i = 1; i < SPRY_SLICES; i++) {
-            spry_page_t *page = spry_segment_span_at(seg, i);
-            if (!page) continue;
-            if (!(atomic_load_explicit(&page->xfree, memory_order_relaxed) & SPRY_XFREE_QUEUED)) continue;
-            atomic_store_explicit(&page->inbox_next, list, memory_order_relaxed);
-            list = page;
-        }
-    }
+    spry_heap_spans(heap, false, inbox_page, &list);
     atomic_store_explicit(&heap->inbox, list, memory_order_relaxed);
 }

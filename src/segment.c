@@ -11,6 +11,7 @@
 #include "stats.h"
 #include "init.h"
 #include "purge.h"
+#include "heap.h"
 #include <errno.h>
 #include <string.h>
 
@@ -175,23 +176,128 @@ static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
     heap->span_cached += bytes;
 }
 
+/* A cached span back to its segment's free mask (still dirty). */
+static void cache_give(spry_heap_t *heap, spry_page_t *page, unsigned s) {
+    spry_segment_t *seg = spry_segment_of(page);
+    unsigned first = page_slice(page);
+    slices_give(heap, seg, SLICE_BITS(first, s));
+    slices_forget(seg, first, s);
+    heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
+}
+
+/* The cached spans of s slices, all, back to the free masks. */
+static void cache_flush_slot(spry_heap_t *heap, unsigned s) {
+    while (heap->span_cache[s]) {
+        spry_page_t *page = heap->span_cache[s];
+        heap->span_cache[s] = page->next;
+        cache_give(heap, page, s);
+    }
+}
+
 /* Moves cached spans back to their segments' free masks (still dirty):
  * those cached before the current tick, or all. They are purged a tick
  * later like any free span: within one to two purge delays in all. */
 static void cache_flush(spry_heap_t *heap, bool all) {
     for (unsigned s = 1; s < SPRY_SPAN_CACHE_SLOTS; s++) {
+        if (all) { cache_flush_slot(heap, s); continue; }
         spry_page_t **link = &heap->span_cache[s];
         while (*link) {
             spry_page_t *page = *link;
-            if (!all && page->cache_tick >= heap->purge_tick) { link = &page->next; continue; }
+            if (page->cache_tick >= heap->purge_tick) { link = &page->next; continue; }
             *link = page->next;
-            spry_segment_t *seg = spry_segment_of(page);
-            unsigned first = page_slice(page);
-            slices_give(heap, seg, SLICE_BITS(first, s));
-            slices_forget(seg, first, s);
-            heap->span_cached -= (size_t)s * SPRY_SLICE_SIZE;
+            cache_give(heap, page, s);
         }
     }
+}
+
+/* ---- lending (heap locks) ---------------------------------------------
+ *
+ * A heap that has no resident free run for a span takes one from another
+ * heap's segments before touching memory never used or purged: threads that
+ * come and go handing blocks of up to 400 KiB to each other (bench exchange)
+ * each kept their own free resident memory, up to the budget, while the
+ * others faulted in new memory; half of those new spans were to be had
+ * resident in another heap (4 and 16 threads, counted). The span stays in
+ * the lender's segment: its slices, their masks and counts are the
+ * lender's (span_in_use, dirty when freed, under its lock), its page is the
+ * borrower's (page->heap, its key, its blocks). So every function below
+ * locks the segment's heap, not the page's, and a freed borrowed span goes
+ * back to the lender's free slices. span_lent and span_borrowed count what
+ * is out; walks of a heap's pages (spry_heap_spans) look in its lenders'
+ * segments while it borrows. Locks: a borrower holds only the lender's
+ * lock, taken with trylock (a busy heap is passed over), never its own at
+ * the same time. */
+
+/* `bytes` of the owner's slices left (or joined) a page of `user`'s: the
+ * lending counts, when they are two heaps. The owner's lock held. */
+static void lend_count(spry_heap_t *owner, spry_heap_t *user, size_t add, size_t sub) {
+    if (owner == user) return;
+    /* atomic stores: lender_spare and spry_heaps_dormant_hold read it
+     * without the lock */
+    __atomic_store_n(&owner->span_lent, owner->span_lent + add - sub, __ATOMIC_RELAXED);
+    if (add) atomic_fetch_add_explicit(&user->span_borrowed, add, memory_order_relaxed);
+    if (sub) atomic_fetch_sub_explicit(&user->span_borrowed, sub, memory_order_relaxed);
+}
+
+/* Whether to look at other heaps for this fresh span: after a look that found
+ * nothing, the next waits for 1, 2, 4 ... up to 64 fresh spans, so that a
+ * heap that grows walks the heap list seldom. heap->lock held. */
+static bool borrow_due(spry_heap_t *heap) {
+    if (heap->borrow_wait == 0) return true;
+    heap->borrow_wait--;
+    return false;
+}
+
+static void borrow_result(spry_heap_t *heap, bool found) {
+    if (found) { heap->borrow_misses = 0; return; }
+    if (heap->borrow_misses < 6) heap->borrow_misses++;
+    heap->borrow_wait = 1u << heap->borrow_misses >> 1;
+}
+
+/* Whether heap h has free resident memory to spare for `bytes` more: more
+ * than its own pages span after the loan. Below that, what it freed is what
+ * it takes again as it churns, and lending it made heaps that each free and
+ * take spans steadily (64-512 KiB blocks, 8 threads) lend to each other,
+ * trim over their budgets and fault it back: 0.85x the rate, 1.2x the RSS.
+ * Read without h's lock first, then again under it. */
+static bool lender_spare(spry_heap_t *h, size_t bytes) {
+    size_t dirty = atomic_load_explicit(&h->span_dirty, memory_order_relaxed);
+    size_t own = atomic_load_explicit(&h->span_in_use, memory_order_relaxed) -
+                 __atomic_load_n(&h->span_lent, __ATOMIC_RELAXED);
+    return dirty >= bytes && dirty - bytes > own;
+}
+
+/* A run of `slices` free resident slices at a multiple of `step` from
+ * another heap's segments, set up as `heap`'s page; NULL when no heap that
+ * is not busy has one. Called with no lock held. */
+static spry_page_t *span_borrow(spry_heap_t *heap, unsigned slices, unsigned step) {
+    size_t bytes = (size_t)slices * SPRY_SLICE_SIZE;
+    for (spry_heap_t *h = spry_heaps_list(); h; h = h->all_next) {
+        if (h == heap || !lender_spare(h, bytes)) continue;
+        if (!spry_trylock(&h->lock)) continue;
+        if (!lender_spare(h, bytes)) { spry_unlock(&h->lock); continue; }
+        /* its span cache's spans of that length go back to its free slices
+         * first (what it freed last, kept for its own next span: most of
+         * what a heap that freed much has resident) */
+        if (h->span_cache[slices]) cache_flush_slot(h, slices);
+        spry_segment_t *seg;
+        int at = -1;
+        for (seg = h->segments; seg && seg->free_mask; seg = seg->next)
+            if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
+        if (at < 0) { spry_unlock(&h->lock); continue; }
+        spry_page_t *page = &spry_segment_pages(seg)[at];
+        uint64_t was_dirty = slices_take(h, seg, (unsigned)at, slices, page);
+        page->slice_count = (uint8_t)slices;
+        page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
+        page->is_zero = 0;
+        page->resident = was_dirty == SLICE_BITS((unsigned)at, slices);
+        page->heap = heap;              /* under the lock, as in span_alloc */
+        lend_count(h, heap, bytes, 0);
+        spry_unlock(&h->lock);
+        spry_stat_add(&spry_stat.spans_borrowed, 1);
+        return page;
+    }
+    return NULL;
 }
 
 /* spry_span_alloc, and spry_span_alloc_least with least < slices (step 1). */
@@ -212,13 +318,13 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         heap_count(&heap->span_in_use, bytes, 0);
         heap_peak(heap);
         heap_count(&heap->span_dirty, 0, bytes);
+        cached->heap = heap;            /* under the lock: spry_heap_spans */
         spry_unlock(&heap->lock);
         cached->next = NULL;
         /* a class-0 page moved its start past its live bitmap */
         cached->start = spry_segment_base(cached) + (size_t)page_slice(cached) * SPRY_SLICE_SIZE;
         cached->is_zero = 0;
         cached->resident = 1;
-        cached->heap = heap;
         return cached;
     }
     spry_segment_t *seg;
@@ -245,6 +351,16 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         }
         if (found) { seg = found; slices = best; }
     }
+    if (at < 0 && borrow_due(heap)) {
+        spry_unlock(&heap->lock);
+        spry_page_t *page = span_borrow(heap, slices, step);
+        spry_lock(&heap->lock);
+        borrow_result(heap, page != NULL);
+        if (page) {
+            spry_unlock(&heap->lock);
+            return page;
+        }
+    }
     if (at < 0)
         for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
             if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
@@ -263,12 +379,14 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
      * (heap.c) between the two took the length of the descriptor's last
      * use and counted slices twice or not at all (a review) */
     page->slice_count = (uint8_t)slices;
+    /* under the lock: walks of the heap's segments for another heap's pages
+     * (spry_heap_spans) must not see this descriptor's last user */
+    page->heap = heap;
     spry_unlock(&heap->lock);
 
     page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
     page->is_zero = was_dirty == 0;
     page->resident = was_dirty == SLICE_BITS((unsigned)at, slices);
-    page->heap = heap;
     return page;
 }
 
@@ -282,21 +400,24 @@ spry_page_t *spry_span_alloc_least(spry_heap_t *heap, unsigned slices, unsigned 
 
 /* Gives the slices of a span after its first `keep` back (free, dirty).
  * heap->lock held. */
-static void span_cut_locked(spry_heap_t *heap, spry_page_t *page, unsigned keep) {
+static void span_cut_locked(spry_heap_t *owner, spry_heap_t *user, spry_page_t *page, unsigned keep) {
     spry_segment_t *seg = spry_segment_of(page);
     unsigned first = page_slice(page), have = page->slice_count;
-    slices_give(heap, seg, SLICE_BITS(first + keep, have - keep));
+    size_t bytes = (size_t)(have - keep) * SPRY_SLICE_SIZE;
+    slices_give(owner, seg, SLICE_BITS(first + keep, have - keep));
     spry_segment_name(seg, first + keep, first + have, &spry_empty_page);
     spry_purge_notify();
-    heap_count(&heap->span_in_use, 0, (size_t)(have - keep) * SPRY_SLICE_SIZE);
-    heap_count(&heap->span_dirty, (size_t)(have - keep) * SPRY_SLICE_SIZE, 0);
+    heap_count(&owner->span_in_use, 0, bytes);
+    heap_count(&owner->span_dirty, bytes, 0);
+    lend_count(owner, user, 0, bytes);
     page->slice_count = (uint8_t)keep;
 }
 
 void spry_span_cut(spry_heap_t *heap, spry_page_t *page, unsigned keep) {
-    spry_lock(&heap->lock);
-    span_cut_locked(heap, page, keep);
-    spry_unlock(&heap->lock);
+    spry_heap_t *owner = spry_segment_of(page)->heap;
+    spry_lock(&owner->lock);
+    span_cut_locked(owner, heap, page, keep);
+    spry_unlock(&owner->lock);
 }
 
 bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
@@ -311,17 +432,19 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
         return true;
     }
     if (first + need > SPRY_SLICES) return false;
-    spry_lock(&heap->lock);
+    spry_heap_t *owner = seg->heap;
+    spry_lock(&owner->lock);
     if (need > have) {
         uint64_t more = SLICE_BITS(first + have, need - have);
-        if ((seg->free_mask & more) != more) { spry_unlock(&heap->lock); return false; }
-        slices_take(heap, seg, first + have, need - have, page);
+        if ((seg->free_mask & more) != more) { spry_unlock(&owner->lock); return false; }
+        slices_take(owner, seg, first + have, need - have, page);
+        lend_count(owner, heap, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
     } else {
-        span_cut_locked(heap, page, need);
+        span_cut_locked(owner, heap, page, need);
     }
     page->slice_count = (uint8_t)need;
     page->block_size = usable;
-    spry_unlock(&heap->lock);
+    spry_unlock(&owner->lock);
     return true;
 }
 
@@ -397,8 +520,9 @@ static size_t heap_budget(spry_heap_t *heap) {
 
 static void heap_trim_locked(spry_heap_t *heap, size_t budget);
 
-void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
+void spry_span_free(spry_heap_t *user, spry_page_t *page) {
     spry_segment_t *seg = spry_segment_of(page);
+    spry_heap_t *heap = seg->heap;
     unsigned first = page_slice(page);
     uint64_t bits = SLICE_BITS(first, page->slice_count);
     size_t bytes = (size_t)page->slice_count * SPRY_SLICE_SIZE;
@@ -411,6 +535,7 @@ void spry_span_free(spry_heap_t *heap, spry_page_t *page) {
     spry_lock(&heap->lock);
     heap_count(&heap->span_in_use, 0, bytes);
     heap_count(&heap->span_dirty, bytes, 0);
+    lend_count(heap, user, 0, bytes);
     size_t budget = heap_budget(heap);
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
     else {
@@ -451,4 +576,28 @@ bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
     if (heap->span_cached) waiting = true;
     spry_unlock(&heap->lock);
     return waiting;
+}
+
+/* The spans of `heap`'s pages in `owner`'s segments. */
+static void spans_in(spry_heap_t *owner, spry_heap_t *heap, bool lock,
+                     void (*visit)(spry_page_t *, void *), void *arg) {
+    if (lock) spry_lock(&owner->lock);
+    for (spry_segment_t *seg = owner->segments; seg; seg = seg->next) {
+        for (unsigned i = 1; i < SPRY_SLICES; i++) {
+            /* spans only: reading every descriptor mapped the header's
+             * untouched pages (the kernel's zero page: three more pages a
+             * segment that mincore, and so the census, counted resident
+             * after each thread's exit) */
+            spry_page_t *page = spry_segment_span_at(seg, i);
+            if (page && page->heap == heap) visit(page, arg);
+        }
+    }
+    if (lock) spry_unlock(&owner->lock);
+}
+
+void spry_heap_spans(spry_heap_t *heap, bool lock, void (*visit)(spry_page_t *, void *), void *arg) {
+    spans_in(heap, heap, lock, visit, arg);
+    if (atomic_load_explicit(&heap->span_borrowed, memory_order_relaxed) == 0) return;
+    for (spry_heap_t *h = spry_heaps_list(); h; h = h->all_next)
+        if (h != heap) spans_in(h, heap, lock, visit, arg);
 }

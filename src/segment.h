@@ -19,8 +19,16 @@ spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step);
  * `least` slices, if any, rather than slices never used: the page's
  * slice_count says which. */
 spry_page_t *spry_span_alloc_least(spry_heap_t *heap, unsigned slices, unsigned least);
-/* Gives the page's slices back to its segment; memory purged later. */
-void spry_span_free(spry_heap_t *heap, spry_page_t *page);
+/* Gives the page's slices back to its segment (its heap's, which lent them
+ * when it is not `user`, the page's); memory purged later. */
+void spry_span_free(spry_heap_t *user, spry_page_t *page);
+/* Calls visit(page, arg) for each span in use by the heap's pages: those in
+ * its segments but the ones it lent, and those it borrowed from other heaps
+ * (segment.c, lending). lock: each segment's heap is locked while its
+ * segments are walked, one at a time (the caller holds none); false in a
+ * fork child, which is alone. Only the heap's owner (or the fork child)
+ * may call it: nothing else adds spans to the heap meanwhile. */
+void spry_heap_spans(spry_heap_t *heap, bool lock, void (*visit)(spry_page_t *, void *), void *arg);
 /* `bytes` when there are no more live heaps than CPUs the process may use,
  * else this heap's share of it (cpus / live heaps), at least 1 MiB. */
 size_t spry_heap_share(size_t bytes);

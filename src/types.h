@@ -333,6 +333,15 @@ typedef struct spry_heap {
     size_t span_in_use_peak;            /* highest span_in_use since the last
                                            purge tick (heap lock)            */
     size_t span_cached;
+    /* Spans lent: this heap's slices in other heaps' pages (counted in
+     * span_in_use; written under the lock, read without), and borrowed:
+     * other heaps' slices in this heap's pages (not in span_in_use; atomic
+     * adds, from either side's thread). See segment.c, lending. */
+    size_t span_lent;
+    _Atomic(size_t) span_borrowed;
+    uint32_t borrow_wait;               /* fresh spans to take before the next
+                                           look at other heaps (heap lock)   */
+    uint8_t borrow_misses;              /* looks in a row that found none    */
     uint32_t purge_tick;                /* written under the lock, atomically:
                                            the owner reads it without (queue.c) */
     /* Owner only: this thread's frees of other threads' small blocks,
