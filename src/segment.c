@@ -228,10 +228,12 @@ static void cache_flush(spry_heap_t *heap, bool all) {
  * lock, taken with trylock (a busy heap is passed over), never its own at
  * the same time. */
 
-/* `bytes` of the owner's slices left (or joined) a page of `user`'s: the
- * lending counts, when they are two heaps. The owner's lock held. */
-static void lend_count(spry_heap_t *owner, spry_heap_t *user, size_t add, size_t sub) {
+/* `bytes` of the owner's slices in seg left (or joined) a page of `user`'s:
+ * the lending counts, when they are two heaps. The owner's lock held. */
+static void lend_count(spry_heap_t *owner, spry_heap_t *user, spry_segment_t *seg, size_t add,
+                       size_t sub) {
     if (owner == user) return;
+    seg->lent = (uint16_t)(seg->lent + (add >> SPRY_SLICE_SHIFT) - (sub >> SPRY_SLICE_SHIFT));
     /* atomic stores: lender_spare and spry_heaps_dormant_hold read it
      * without the lock */
     __atomic_store_n(&owner->span_lent, owner->span_lent + add - sub, __ATOMIC_RELAXED);
@@ -292,7 +294,7 @@ static spry_page_t *span_borrow(spry_heap_t *heap, unsigned slices, unsigned ste
         page->is_zero = 0;
         page->resident = was_dirty == SLICE_BITS((unsigned)at, slices);
         page->heap = heap;              /* under the lock, as in span_alloc */
-        lend_count(h, heap, bytes, 0);
+        lend_count(h, heap, seg, bytes, 0);
         spry_unlock(&h->lock);
         spry_stat_add(&spry_stat.spans_borrowed, 1);
         return page;
@@ -409,7 +411,7 @@ static void span_cut_locked(spry_heap_t *owner, spry_heap_t *user, spry_page_t *
     spry_purge_notify();
     heap_count(&owner->span_in_use, 0, bytes);
     heap_count(&owner->span_dirty, bytes, 0);
-    lend_count(owner, user, 0, bytes);
+    lend_count(owner, user, seg, 0, bytes);
     page->slice_count = (uint8_t)keep;
 }
 
@@ -438,7 +440,7 @@ bool spry_span_resize(spry_heap_t *heap, spry_page_t *page, size_t usable) {
         uint64_t more = SLICE_BITS(first + have, need - have);
         if ((seg->free_mask & more) != more) { spry_unlock(&owner->lock); return false; }
         slices_take(owner, seg, first + have, need - have, page);
-        lend_count(owner, heap, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
+        lend_count(owner, heap, seg, (size_t)(need - have) * SPRY_SLICE_SIZE, 0);
     } else {
         span_cut_locked(owner, heap, page, need);
     }
@@ -535,7 +537,7 @@ void spry_span_free(spry_heap_t *user, spry_page_t *page) {
     spry_lock(&heap->lock);
     heap_count(&heap->span_in_use, 0, bytes);
     heap_count(&heap->span_dirty, bytes, 0);
-    lend_count(heap, user, 0, bytes);
+    lend_count(heap, user, seg, 0, bytes);
     size_t budget = heap_budget(heap);
     if (heap->span_cached + bytes <= budget / 4) cache_push(heap, page, bytes);
     else {
@@ -578,11 +580,13 @@ bool spry_heap_purge_spans(spry_heap_t *heap, bool force) {
     return waiting;
 }
 
-/* The spans of `heap`'s pages in `owner`'s segments. */
+/* The spans of `heap`'s pages in `owner`'s segments (another heap's: only
+ * those segments that lend). */
 static void spans_in(spry_heap_t *owner, spry_heap_t *heap, bool lock,
                      void (*visit)(spry_page_t *, void *), void *arg) {
     if (lock) spry_lock(&owner->lock);
     for (spry_segment_t *seg = owner->segments; seg; seg = seg->next) {
+        if (owner != heap && seg->lent == 0) continue;
         for (unsigned i = 1; i < SPRY_SLICES; i++) {
             /* spans only: reading every descriptor mapped the header's
              * untouched pages (the kernel's zero page: three more pages a

@@ -217,7 +217,9 @@ typedef struct spry_segment {
     struct spry_heap *heap;             /* NULL for huge segments            */
     size_t   size;                      /* bytes of the run (4 MiB multiple) */
     uint32_t kind;
-    uint32_t arena_dedicated;           /* huge: its own kernel mapping      */
+    uint16_t arena_dedicated;           /* huge: its own kernel mapping      */
+    uint16_t lent;                      /* normal: slices in other heaps' pages
+                                           (heap lock; segment.c, lending)   */
     /* normal segments, heap lock: */
     uint64_t free_mask;                 /* slices not in any page            */
     uint64_t dirty_mask;                /* slices that may be resident       */
