@@ -182,6 +182,7 @@ METRICS = {
     "relay": ["mops", "ops", "generations", "seconds"],
     "exchange": ["mops", "ops", "seconds"],
     "large": ["seconds", "mops", "gib"],
+    "turns": ["seconds", "ops"],
     "pascal_shrink": ["seconds"],
     "pascal_objects": ["total_s", "alloc_s", "free_s"],
     "pascal_strbuild": ["seconds"],
@@ -480,6 +481,25 @@ def plan(mode, server_threads, notes, churn_seconds=None):
     notes["large"] = ["Blocks log-uniform in a band, every page written and checked: %s." % "; ".join(
         "%s, about %d live per thread, %d steps at %d thread(s)" % (band_label(lo, hi), live, ops, t)
         for t, ops, lo, hi, live in large_cells)]
+
+    # threads that take turns with a working set each (memory one thread
+    # freed must serve the next one's blocks)
+    tu_threads = [4, 16] if quick else [4, 16, 64]
+    tu_bands = [(1024, 4096), (32768, 262144)]
+    tu_set, tu_rounds = 32 << 20, 2
+    for lo, hi in tu_bands:
+        for t in tu_threads:
+            cells.append(Cell("turns", "threads=%d band=%s" % (t, band_label(lo, hi)),
+                              {"threads": t, "band": band_label(lo, hi), "min": lo, "max": hi,
+                               "set": tu_set, "rounds": tu_rounds, "touch": "pages", "seed": SEED},
+                              "turns", ["--threads", t, "--rounds", tu_rounds, "--set", tu_set,
+                                        "--min", lo, "--max", hi, "--seed", SEED],
+                              # about 0.3 s per GiB written and freed
+                              est=0.3 * t * tu_rounds * tu_set / (1 << 30) + 0.05, timeout=300))
+    notes["turns"] = ["Threads, all alive, take turns: each mallocs %d MiB of blocks in the band, "
+                      "writes every page, checks and frees them, then wakes the next; %d rounds. "
+                      "Peak RSS against one turn's %d MiB is the point." % (
+                          tu_set >> 20, tu_rounds, tu_set >> 20)]
 
     cells += pascal_cells(mode, notes)
 

@@ -104,6 +104,13 @@ TESTS = {
         title="Large-block loop", seed="issue 8", primary="seconds", chart="bars",
         what="Blocks of 256 KiB-32 MiB allocated, written on every page, checked and freed, "
              "a few live per thread; wall time of the steps and peak RSS."),
+    "turns": dict(
+        title="Threads that take turns", seed="issue 8 (memory never given back, across threads)",
+        primary="seconds", chart="bars",
+        what="Threads, all alive, work one at a time: each mallocs 32 MiB of blocks in the band, "
+             "writes every page, checks and frees them, then wakes the next (a pipeline whose "
+             "stages run in different threads). Wall time and peak RSS: what one thread freed "
+             "must serve the next thread's blocks, or the process holds a working set per thread."),
     "pascal_shrink": dict(
         title="Pascal: shrink strings", seed="000, comment 3 (in Free Pascal)",
         primary="seconds", chart="bars", pascal=True,
