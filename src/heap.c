@@ -697,8 +697,15 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
                 }
             }
         }
-        /* blocks in the block cache are free, though their pages count
-         * them (the owner may be changing the count: statistics only) */
+        spry_unlock(&h->lock);
+    }
+    /* Blocks in the block caches are free, though their pages count them
+     * (the owners may be changing the counts: statistics only). After the
+     * whole walk: a heap's pages may lie in another heap's segments
+     * (segment.c, lending), walked later (a review: subtracted at once,
+     * clamped to what had been counted so far, a borrower's cached blocks
+     * counted as used). */
+    for (spry_heap_t *h = all; h; h = h->all_next) {
         size_t cached = spry_bcache_bytes(h);
         w->used_bytes -= cached < w->used_bytes ? cached : w->used_bytes;
         if (classes)
@@ -711,7 +718,6 @@ void spry_heaps_walk(spry_heap_walk_t *w, spry_class_walk_t *classes) {
                 classes[c].cached += n;
                 classes[c].in_use -= n < classes[c].in_use ? n : classes[c].in_use;
             }
-        spry_unlock(&h->lock);
     }
     /* Remote frees still in the freeing threads' outboxes (remote.c) are
      * waiting too; their pages, counted above whichever heap owns them,

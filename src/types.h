@@ -342,7 +342,7 @@ typedef struct spry_heap {
     size_t span_lent;
     _Atomic(size_t) span_borrowed;
     uint32_t borrow_wait;               /* fresh spans to take before the next
-                                           look at other heaps (heap lock)   */
+                                           look at other heaps (owner only)  */
     uint8_t borrow_misses;              /* looks in a row that found none    */
     uint32_t purge_tick;                /* written under the lock, atomically:
                                            the owner reads it without (queue.c) */
