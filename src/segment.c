@@ -359,8 +359,10 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         spry_unlock(&heap->lock);
         spry_page_t *page = span_borrow(heap, slices, step);
         borrow_result(heap, page != NULL);
-        /* not locked again first: a fork in that wait left the child a
-         * borrowed span in no list (a review) */
+        /* not locked again first (the backoff is the owner's): a fork
+         * during that wait left the child the span in no list. Until the
+         * caller sets the page up, a fork still does, as for a span of
+         * the heap's own (a review) */
         if (page) return page;
         spry_lock(&heap->lock);
     }
