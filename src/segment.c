@@ -2,8 +2,9 @@
  *
  * heap->lock guards the heap's segment list and each segment's free, dirty
  * and aging masks. The owner takes it when it needs or returns a page span;
- * the purge thread when it returns memory. Pages themselves are not touched
- * here beyond their span fields. */
+ * the purge thread when it returns memory; another heap's owner when it
+ * borrows a span or returns one it borrowed (lending, below). Pages
+ * themselves are not touched here beyond their span fields. */
 #include "segment.h"
 #include "arena.h"
 #include "os.h"

@@ -1,5 +1,6 @@
 /* Segments: the spans of slices a heap carves pages from.
- * Span functions take heap->lock themselves; the caller must not hold it. */
+ * Span functions take the lock of the segment's heap themselves (for a span
+ * lent to another heap, the lender's); the caller holds no heap lock. */
 #ifndef SPRY_SEGMENT_H
 #define SPRY_SEGMENT_H
 
