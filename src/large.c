@@ -74,6 +74,14 @@ static spry_page_t *span_take(spry_heap_t *heap, unsigned slices, unsigned step)
     return page;
 }
 
+/* The last `pages` OS pages of the page's span back to the kernel. */
+static void tail_purge(spry_page_t *page, uint32_t pages) {
+    size_t bytes = (size_t)pages * SPRY_OS_PAGE;
+    spry_os_purge(page->start + (size_t)page->slice_count * SPRY_SLICE_SIZE - bytes, bytes);
+    spry_stat_add(&spry_stat.purged_total, bytes);
+    spry_stat_add(&spry_stat.purges, 1);
+}
+
 /* Resident OS pages a heap may leave past its growable blocks (below): its
  * share of this (spry_heap_share), 1 MiB for a thread with a CPU of its
  * own. */
@@ -105,10 +113,7 @@ static void *large_alloc_growable(spry_heap_t *heap, size_t n) {
     }
     uint32_t tail = page->is_zero ? 0 : spry_large_tail_of(slices, usable);
     if (tail && heap->tail_pages + tail > heap->tail_limit) {
-        spry_os_purge(page->start + (size_t)slices * SPRY_SLICE_SIZE - (size_t)tail * SPRY_OS_PAGE,
-                      (size_t)tail * SPRY_OS_PAGE);
-        spry_stat_add(&spry_stat.purged_total, (size_t)tail * SPRY_OS_PAGE);
-        spry_stat_add(&spry_stat.purges, 1);
+        tail_purge(page, tail);
         tail = 0;
     }
     void *p = spry_large_reuse(heap, page, usable);
@@ -138,11 +143,8 @@ void *spry_large_alloc(spry_heap_t *heap, size_t n, size_t align) {
 }
 
 void spry_large_tail_purge(spry_heap_t *heap, spry_page_t *page) {
-    size_t bytes = (size_t)page->tail_pages * SPRY_OS_PAGE;
-    if (!bytes) return;
-    spry_os_purge(page->start + (size_t)page->slice_count * SPRY_SLICE_SIZE - bytes, bytes);
-    spry_stat_add(&spry_stat.purged_total, bytes);
-    spry_stat_add(&spry_stat.purges, 1);
+    if (!page->tail_pages) return;
+    tail_purge(page, page->tail_pages);
     spry_large_tail_forget(heap, page);
 }
 

@@ -177,6 +177,36 @@ static void cache_push(spry_heap_t *heap, spry_page_t *page, size_t bytes) {
     heap->span_cached += bytes;
 }
 
+/* The first free run of `slices` slices at a multiple of `step` in the
+ * heap's segments (only resident slices if `resident`), its segment in
+ * *seg; -1 when none. heap->lock held. Segments with free slices come
+ * first, so the walk stops at the first full one. */
+static int free_run(spry_heap_t *heap, unsigned slices, unsigned step, bool resident,
+                    spry_segment_t **seg) {
+    for (spry_segment_t *s = heap->segments; s && s->free_mask; s = s->next) {
+        int at = mask_find_run(s->free_mask & (resident ? s->dirty_mask : ~(uint64_t)0), slices, step);
+        if (at >= 0) { *seg = s; return at; }
+    }
+    return -1;
+}
+
+/* Slices at..at+slices-1 of seg, taken (slices_take), set up as `heap`'s
+ * page, all under seg's heap's lock: its length, so that a statistics walk
+ * (heap.c) does not take the descriptor's last use's and count slices
+ * twice or not at all (a review); its heap, so that walks for another
+ * heap's pages (spry_heap_spans) do not see the last user. */
+static spry_page_t *span_setup(spry_heap_t *owner, spry_segment_t *seg, unsigned at, unsigned slices,
+                               spry_heap_t *heap) {
+    spry_page_t *page = &spry_segment_pages(seg)[at];
+    uint64_t was_dirty = slices_take(owner, seg, at, slices, page);
+    page->slice_count = (uint8_t)slices;
+    page->heap = heap;
+    page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
+    page->is_zero = was_dirty == 0;
+    page->resident = was_dirty == SLICE_BITS(at, slices);
+    return page;
+}
+
 /* A cached span back to its segment's free mask (still dirty). */
 static void cache_give(spry_heap_t *heap, spry_page_t *page, unsigned s) {
     spry_segment_t *seg = spry_segment_of(page);
@@ -286,17 +316,9 @@ static spry_page_t *span_borrow(spry_heap_t *heap, unsigned slices, unsigned ste
          * what a heap that freed much has resident) */
         if (h->span_cache[slices]) cache_flush_slot(h, slices);
         spry_segment_t *seg;
-        int at = -1;
-        for (seg = h->segments; seg && seg->free_mask; seg = seg->next)
-            if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
+        int at = free_run(h, slices, step, true, &seg);
         if (at < 0) { spry_unlock(&h->lock); continue; }
-        spry_page_t *page = &spry_segment_pages(seg)[at];
-        uint64_t was_dirty = slices_take(h, seg, (unsigned)at, slices, page);
-        page->slice_count = (uint8_t)slices;
-        page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
-        page->is_zero = 0;
-        page->resident = was_dirty == SLICE_BITS((unsigned)at, slices);
-        page->heap = heap;              /* under the lock, as in span_alloc */
+        spry_page_t *page = span_setup(h, seg, (unsigned)at, slices, heap);
         lend_count(h, heap, seg, bytes, 0);
         spry_unlock(&h->lock);
         spry_stat_add(&spry_stat.spans_borrowed, 1);
@@ -332,17 +354,14 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         cached->resident = 1;
         return cached;
     }
-    spry_segment_t *seg;
-    int at = -1;
+    spry_segment_t *seg = NULL;
     /* Hot first: a run of slices still resident from their last use costs no
      * page faults and adds nothing to RSS; then any free run. */
-    for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
-        if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
+    int at = free_run(heap, slices, step, true, &seg);
     if (at < 0 && heap->span_cached) {
         /* Cached spans of other sizes: resident memory beats fresh memory. */
         cache_flush(heap, true);
-        for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
-            if ((at = mask_find_run(seg->free_mask & seg->dirty_mask, slices, step)) >= 0) break;
+        at = free_run(heap, slices, step, true, &seg);
     }
     if (at < 0 && least < slices) {
         /* the longest resident run of at least `least`, before fresh ones;
@@ -367,9 +386,7 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         if (page) return page;
         spry_lock(&heap->lock);
     }
-    if (at < 0)
-        for (seg = heap->segments; seg && seg->free_mask; seg = seg->next)
-            if ((at = mask_find_run(seg->free_mask, slices, step)) >= 0) break;
+    if (at < 0) at = free_run(heap, slices, step, false, &seg);
     if (at < 0) {
         seg = segment_create(heap);
         if (!seg) { spry_unlock(&heap->lock); errno = ENOMEM; return NULL; }
@@ -379,20 +396,8 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         segment_unlink(heap, seg);
         segment_link(heap, seg);
     }
-    spry_page_t *page = &spry_segment_pages(seg)[at];
-    uint64_t was_dirty = slices_take(heap, seg, (unsigned)at, slices, page);
-    /* its length with its slices, under the lock: a statistics walk
-     * (heap.c) between the two took the length of the descriptor's last
-     * use and counted slices twice or not at all (a review) */
-    page->slice_count = (uint8_t)slices;
-    /* under the lock: walks of the heap's segments for another heap's pages
-     * (spry_heap_spans) must not see this descriptor's last user */
-    page->heap = heap;
+    spry_page_t *page = span_setup(heap, seg, (unsigned)at, slices, heap);
     spry_unlock(&heap->lock);
-
-    page->start = spry_segment_base(seg) + (size_t)at * SPRY_SLICE_SIZE;
-    page->is_zero = was_dirty == 0;
-    page->resident = was_dirty == SLICE_BITS((unsigned)at, slices);
     return page;
 }
 
