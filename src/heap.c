@@ -269,6 +269,7 @@ static void dormant_unlink(spry_heap_t *heap) {
  * take the remote path), what it holds collected, then on the dormant list
  * for the next new thread; purge passes collect what is freed into it. */
 static void heap_make_dormant(spry_heap_t *heap) {
+    atomic_store_explicit(&heap->os_tid, 0, memory_order_relaxed);
     spry_heap_enter(heap);
     heap_rekey(heap, 0);
     spry_heap_collect(heap);
@@ -405,6 +406,7 @@ spry_heap_t *spry_heap_acquire(void) {
     if (!heap) heap = heap_take();
     if (!heap) return NULL;
     heap->limits_in = 0;                  /* bounds at the first slow path */
+    atomic_store_explicit(&heap->os_tid, spry_os_thread_id(), memory_order_relaxed);
     spry_tls_heap = heap;
     pthread_setspecific(heap_key, heap);
     return heap;
@@ -517,8 +519,9 @@ bool spry_heaps_purge(bool force, bool collect) {
      * before their spans are purged; a pass, from idle ones */
     if (collect && force) spry_heaps_collect_now(all);
     if (collect && !force) spry_heaps_scavenge(all);
+    uint64_t now = spry_os_now_us();
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (collect && !force && spry_heap_collect_idle(h)) waiting = true;
+        if (collect && !force && spry_heap_collect_idle(h, now)) waiting = true;
         if (spry_heap_purge_spans(h, force)) waiting = true;
         /* Spares age by the ticks of the passes (queue.c), at the owner's
          * slow path or in a pass that collects the idle owner. An idle
@@ -531,6 +534,13 @@ bool spry_heaps_purge(bool force, bool collect) {
         if (force) atomic_store_explicit(&h->trim_request, 1, memory_order_relaxed);
     }
     return waiting;
+}
+
+bool spry_heaps_hurry(const spry_heap_t *asker) {
+    bool again;
+    if (spry_heaps_collect_hurried(spry_heaps_list(), asker, spry_os_now_us(), &again))
+        spry_spans_offered();
+    return again;
 }
 
 void spry_heaps_trim_urgent(void) {
@@ -581,6 +591,8 @@ void spry_heaps_fork_child(void) {
      * its next push over a bound (a fast path reaches no start point). */
     spry_heap_t *own = spry_tls_heap;
     if (own != &spry_empty_heap) {
+        /* the thread has the child's id now */
+        atomic_store_explicit(&own->os_tid, spry_os_thread_id(), memory_order_relaxed);
         spry_heap_drop_caches(own, spry_class_of(SPRY_SMALL_MAX + 1), false);
         spry_purge_notify();
     }

@@ -57,6 +57,11 @@ spry_heap_t *spry_heaps_list(void);
 /* Whether a dormant heap still has blocks in use: others may free them,
  * and only a purge pass collects what they free (the purge thread stays). */
 bool spry_heaps_dormant_hold(void);
+/* A hurried look (the purge thread, asked by spry_purge_hurry for heap
+ * `asker`): collects blocked threads' caches (steal.c), and if it did,
+ * heaps that found nothing to borrow look again at their next fresh span.
+ * True when a look a little later may collect more (guard.h). */
+bool  spry_heaps_hurry(const spry_heap_t *asker);
 /* Trims every heap marked over budget (the purge thread, on a kick). */
 void  spry_heaps_trim_urgent(void);
 

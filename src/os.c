@@ -79,6 +79,12 @@ uint64_t spry_os_now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t spry_os_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* A report or a statistics record written to a pipe whose reader is gone
  * must not kill the program (SIGPIPE: a review; `prog 2>&1 | head`, then a
  * double free): SIGPIPE is blocked for the write, and the one the write
@@ -157,6 +163,36 @@ static long os_parse_long(const char **s) {
     return v;
 }
 
+int spry_os_thread_id(void) {
+    return (int)syscall(SYS_gettid);
+}
+
+static bool os_thread_blocked(int tid) {
+    char path[40] = "/proc/self/task/", digits[12];
+    size_t len = strlen(path), n = 0;
+    do { digits[n++] = (char)('0' + tid % 10); tid /= 10; } while (tid && n < sizeof digits);
+    while (n) path[len++] = digits[--n];
+    memcpy(path + len, "/stat", 6);
+    /* "tid (comm) S ...": comm is at most 15 bytes, the state follows the
+     * last ')' of the line's start */
+    char buf[64];
+    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    long got = syscall(SYS_read, (int)fd, buf, sizeof buf - 1);
+    syscall(SYS_close, (int)fd);
+    if (got <= 0) return false;
+    buf[got] = 0;
+    const char *close = strrchr(buf, ')');
+    if (!close || close[1] != ' ' || !close[2]) return false;
+    return close[2] == 'S';
+}
+
+bool spry_os_thread_blocked(int tid) {
+    bool blocked;
+    OS_KEEP_ERRNO(blocked = tid > 0 && os_thread_blocked(tid));
+    return blocked;
+}
+
 bool spry_os_address_limited(void) {
     struct rlimit r;
     return getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
@@ -194,14 +230,18 @@ int spry_os_cpu_count(void) {
     return n;
 }
 
-void spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms) {
+void spry_os_wait_us(_Atomic(int) *addr, int expected, long timeout_us) {
     struct timespec ts, *tp = NULL;
-    if (timeout_ms >= 0) {
-        ts.tv_sec = timeout_ms / 1000;
-        ts.tv_nsec = (timeout_ms % 1000) * 1000000L;
+    if (timeout_us >= 0) {
+        ts.tv_sec = timeout_us / 1000000;
+        ts.tv_nsec = (timeout_us % 1000000) * 1000L;
         tp = &ts;
     }
     OS_KEEP_ERRNO(syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, tp, NULL, 0));
+}
+
+void spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms) {
+    spry_os_wait_us(addr, expected, timeout_ms < 0 ? -1 : timeout_ms * 1000);
 }
 
 void spry_os_wake(_Atomic(int) *addr) {
@@ -262,6 +302,12 @@ static bool os_fence_all(void) {
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
     atomic_store_explicit(&fence_refused, 1, memory_order_relaxed);
     return false;
+}
+
+void spry_os_fence_prepare(void) {
+    /* refused: the first spry_os_fence_all finds out and says so */
+    if (!spry_os_fence_refused())
+        OS_KEEP_ERRNO(syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0));
 }
 
 bool spry_os_fence_all(void) {

@@ -36,6 +36,8 @@ void     spry_os_huge(void *p, size_t size);
  * not say. Statistics only. */
 bool     spry_os_resident_map(void *p, size_t size, unsigned char *vec);
 uint64_t spry_os_now_ms(void);
+/* The same in microseconds. */
+uint64_t spry_os_now_us(void);
 void     spry_os_write(int fd, const char *s, size_t n);
 /* Opens a file for appending (created 0600 when missing, never truncated,
  * never through a symbolic link, never waiting for a FIFO's reader); -1
@@ -48,11 +50,20 @@ void     spry_os_close(int fd);
 /* CPUs this process may run on: the affinity mask, capped by a cgroup v2
  * cpu.max quota. */
 int      spry_os_cpu_count(void);
+/* The calling thread's kernel id (gettid). */
+int      spry_os_thread_id(void);
+/* Whether thread `tid` of this process is blocked: asleep in the kernel,
+ * waiting for an event (state S of /proc/self/task/<tid>/stat), not
+ * running nor waiting for a CPU nor in an uninterruptible wait (a page
+ * fault's I/O); false when that cannot be read. Raw system calls: no
+ * cancellation point. */
+bool     spry_os_thread_blocked(int tid);
 /* Whether the process runs under an address-space limit (RLIMIT_AS). */
 bool     spry_os_address_limited(void);
 /* Sleep on *addr while it equals `expected`, at most timeout_ms (<0: no
  * limit). Wake one sleeper, or all of them. */
 void     spry_os_wait(_Atomic(int) *addr, int expected, long timeout_ms);
+void     spry_os_wait_us(_Atomic(int) *addr, int expected, long timeout_us);
 void     spry_os_wake(_Atomic(int) *addr);
 void     spry_os_wake_all(_Atomic(int) *addr);
 /* Lets another runnable thread of this CPU run first (sched_yield). */
@@ -67,6 +78,10 @@ bool     spry_os_in_loader(const void *code);
  * before it returns (membarrier, private expedited); false when the kernel
  * offers no such call. */
 bool     spry_os_fence_all(void);
+/* Registers the process for spry_os_fence_all, which otherwise registers
+ * at its first call: the kernel then waits for an RCU grace period (a
+ * hurried look's first barrier took over 13 ms in a test's child). */
+void     spry_os_fence_prepare(void);
 /* True once spry_os_fence_all was refused for good. */
 bool     spry_os_fence_refused(void);
 /* Copies [p, p+n) (n <= 16 KiB) to dst if it can be read without a fault;

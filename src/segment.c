@@ -273,21 +273,36 @@ static void lend_count(spry_heap_t *owner, spry_heap_t *user, spry_segment_t *se
     if (sub) atomic_fetch_sub_explicit(&user->span_borrowed, sub, memory_order_relaxed);
 }
 
+static _Atomic(uint32_t) offers;       /* spry_spans_offered calls */
+
+void spry_spans_offered(void) {
+    atomic_fetch_add_explicit(&offers, 1, memory_order_relaxed);
+}
+
 /* Whether to look at other heaps for this fresh span: after a look that found
  * nothing, the next waits for 1, 2, 4 ... up to 64 fresh spans, so that a
- * heap that grows walks the heap list seldom. The owner's fields: only the
- * owner takes spans for its heap. */
+ * heap that grows walks the heap list seldom, unless a hurried look
+ * collected heaps since. The owner's fields: only the owner takes spans for
+ * its heap. */
 static bool borrow_due(spry_heap_t *heap) {
     if (heap->borrow_wait == 0) return true;
+    /* memory was offered since the last look: look now */
+    if (heap->borrow_epoch != atomic_load_explicit(&offers, memory_order_relaxed)) return true;
     heap->borrow_wait--;
     return false;
 }
 
 static void borrow_result(spry_heap_t *heap, bool found) {
     if (found) { heap->borrow_misses = 0; return; }
+    heap->borrow_epoch = atomic_load_explicit(&offers, memory_order_relaxed);
     if (heap->borrow_misses < 7) heap->borrow_misses++;
     heap->borrow_wait = 1u << heap->borrow_misses >> 1;
 }
+
+/* A heap that takes this much fresh memory asks for blocked threads'
+ * caches to be collected (spry_purge_hurry), so that what they hold is lent
+ * to it and to the heaps after it. */
+#define HURRY_BYTES ((size_t)1 << 20)
 
 /* Whether heap h has free resident memory to spare for `bytes` more: more
  * than its own pages span after the loan. Below that, what it freed is what
@@ -386,7 +401,12 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
         if (page) return page;
         spry_lock(&heap->lock);
     }
-    if (at < 0) at = free_run(heap, slices, step, false, &seg);
+    bool hurry = false;
+    if (at < 0) {
+        heap->fresh_bytes += (size_t)slices * SPRY_SLICE_SIZE;
+        if (heap->fresh_bytes >= HURRY_BYTES) { heap->fresh_bytes = 0; hurry = true; }
+        at = free_run(heap, slices, step, false, &seg);
+    }
     if (at < 0) {
         seg = segment_create(heap);
         if (!seg) { spry_unlock(&heap->lock); errno = ENOMEM; return NULL; }
@@ -398,6 +418,7 @@ static spry_page_t *span_alloc(spry_heap_t *heap, unsigned slices, unsigned step
     }
     spry_page_t *page = span_setup(heap, seg, (unsigned)at, slices, heap);
     spry_unlock(&heap->lock);
+    if (hurry) spry_purge_hurry(heap);
     return page;
 }
 

@@ -15,6 +15,9 @@
  * slices + step <= SPRY_SLICES always fits a segment. NULL when out of
  * memory. */
 spry_page_t *spry_span_alloc(spry_heap_t *heap, unsigned slices, unsigned step);
+/* Blocked threads' caches were collected (a hurried look): heaps that
+ * found nothing to borrow look again at their next fresh span. */
+void spry_spans_offered(void);
 /* The same (step 1), but where neither the span cache nor the resident free
  * slices hold `slices` in a row, the longest resident run of at least
  * `least` slices, if any, rather than slices never used: the page's

@@ -30,7 +30,8 @@
 #define SPRY_STAT_LIST_PRINTED(X) \
     X(idle_collections, false, "caches of idle threads' heaps given back by purge passes") \
     X(scavenges,        false, "block-cache classes found untouched that purge passes cut (half, then all but a block)") \
-    X(spans_borrowed,   false, "spans a heap took from another heap's free resident slices")
+    X(spans_borrowed,   false, "spans a heap took from another heap's free resident slices") \
+    X(hurried_collections, false, "caches of blocked threads' heaps given back as another thread took fresh memory")
 
 typedef struct spry_stat_counters {
 #define X(name, bytes, doc) _Atomic(size_t) name;

@@ -344,6 +344,10 @@ typedef struct spry_heap {
     uint32_t borrow_wait;               /* fresh spans to take before the next
                                            look at other heaps (owner only)  */
     uint8_t borrow_misses;              /* looks in a row that found none    */
+    uint32_t borrow_epoch;              /* spry_spans_offered's count at the
+                                           last look that found none        */
+    size_t fresh_bytes;                 /* fresh span bytes since the last
+                                           hurry (segment.c; heap lock)     */
     uint32_t purge_tick;                /* written under the lock, atomically:
                                            the owner reads it without (queue.c) */
     /* Owner only: this thread's frees of other threads' small blocks,
@@ -381,6 +385,11 @@ typedef struct spry_heap {
                                            back since (steal.c)             */
     uint8_t idle_passes;                /* purge passes that found it idle */
     uint8_t scavenge;                   /* this purge pass scavenges it */
+    uint8_t hurried;                    /* this hurried look collects it */
+    uint64_t idle_since_us;             /* looks (pass_lock): when one found
+                                           it out of its guarded paths since
+                                           the look before; later: an owner
+                                           found runnable (steal.c) */
     spry_page_t *idle_inbox;            /* purge passes: the inbox as the
                                            last collection left it          */
     /* global lists */
@@ -395,6 +404,8 @@ typedef struct spry_heap {
     _Atomic(int) leaving;               /* LEAVING_*: its thread is exiting
                                            (heap.c, heap_wait_leaving)      */
     uintptr_t tid;                      /* owner's thread pointer, 0 dormant */
+    _Atomic(int) os_tid;                /* owner's kernel thread id, 0 dormant
+                                           (hurried looks, steal.c)         */
     /* The rest, an OS page of its own (spry_meta_alloc aligns heaps), is
      * written only by a thread that frees blocks above 1 KiB or spans: a
      * thread of small blocks leaves it untouched, not resident (it wrote
