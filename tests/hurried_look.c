@@ -118,16 +118,23 @@ static void main_set(size_t *grew, size_t *hurried) {
     give_set(p, 2);
 }
 
-static void blocked(void) {
+/* Starts `holder`, waits until it freed its set, then takes the main
+ * thread's set beside it (main_set); the holder is left running. */
+static pthread_t beside(void *(*holder)(void *), const char *what, size_t *grew, size_t *hurried) {
     pthread_t t;
     spry_free(spry_malloc(16));
-    CHECK(pthread_create(&t, NULL, blocked_holder, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, holder, NULL) == 0);
     wait_stage(1);
-    size_t grew, hurried;
-    main_set(&grew, &hurried);
-    printf("hurried_look: holder blocked: %zu collection(s), resident grew by %zu MiB for %zu MiB\n",
-           hurried, grew / MiB, SET / MiB);
+    main_set(grew, hurried);
+    printf("hurried_look: holder %s: %zu collection(s), resident grew by %zu MiB for %zu MiB\n", what,
+           *hurried, *grew / MiB, SET / MiB);
     fflush(stdout);
+    return t;
+}
+
+static void blocked(void) {
+    size_t grew, hurried;
+    pthread_t t = beside(blocked_holder, "blocked", &grew, &hurried);
     CHECKF(hurried >= 1, "the blocked holder was not collected");
     CHECKF(grew < SET / 2, "%zu MiB more resident: the holder's freed memory was not reused", grew / MiB);
     set_stage(2);
@@ -135,15 +142,8 @@ static void blocked(void) {
 }
 
 static void running(void) {
-    pthread_t t;
-    spry_free(spry_malloc(16));
-    CHECK(pthread_create(&t, NULL, running_holder, NULL) == 0);
-    wait_stage(1);
     size_t grew, hurried;
-    main_set(&grew, &hurried);
-    printf("hurried_look: holder running: %zu collection(s), resident grew by %zu MiB\n", hurried,
-           grew / MiB);
-    fflush(stdout);
+    pthread_t t = beside(running_holder, "running", &grew, &hurried);
     atomic_store(&spin_done, 1);
     CHECK(pthread_join(t, NULL) == 0);
     CHECKF(hurried == 0, "a running holder was collected %zu time(s)", hurried);
