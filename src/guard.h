@@ -83,11 +83,12 @@ static inline void spry_heap_leave(spry_heap_t *heap) {
 bool spry_heap_collect_idle(spry_heap_t *heap, uint64_t now);
 /* A hurried look (spry_purge_hurry: heap `asker` took fresh memory):
  * collects the other heaps whose owners are blocked in the kernel and have
- * been out of their guarded paths since a look at least 250 us ago, and
- * that cache enough to matter. True when it collected one; *again: a heap
- * that caches enough was out of its guarded paths for less, and a look
- * 250 us later may take it. */
-bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, bool *again);
+ * been out of their guarded paths since a look at least 250 us ago (more
+ * for owners that came back soon after a look took their caches), and
+ * that cache enough to matter. True when it collected one; *due: when the
+ * first heap that caches enough but was out for less will have been out
+ * long enough (0: none). */
+bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due);
 /* A trim's collection of every heap of the list (from `all` on, through
  * all_next): the same, at once, but for a heap whose owner is inside a
  * guarded path right now. */

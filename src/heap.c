@@ -536,11 +536,10 @@ bool spry_heaps_purge(bool force, bool collect) {
     return waiting;
 }
 
-bool spry_heaps_hurry(const spry_heap_t *asker) {
-    bool again;
-    if (spry_heaps_collect_hurried(spry_heaps_list(), asker, spry_os_now_us(), &again))
-        spry_spans_offered();
-    return again;
+uint64_t spry_heaps_hurry(const spry_heap_t *asker, uint64_t now) {
+    uint64_t due;
+    if (spry_heaps_collect_hurried(spry_heaps_list(), asker, now, &due)) spry_spans_offered();
+    return due;
 }
 
 void spry_heaps_trim_urgent(void) {

@@ -60,8 +60,8 @@ bool spry_heaps_dormant_hold(void);
 /* A hurried look (the purge thread, asked by spry_purge_hurry for heap
  * `asker`): collects blocked threads' caches (steal.c), and if it did,
  * heaps that found nothing to borrow look again at their next fresh span.
- * True when a look a little later may collect more (guard.h). */
-bool  spry_heaps_hurry(const spry_heap_t *asker);
+ * Returns when a later look may collect more (guard.h), 0: none. */
+uint64_t spry_heaps_hurry(const spry_heap_t *asker, uint64_t now);
 /* Trims every heap marked over budget (the purge thread, on a kick). */
 void  spry_heaps_trim_urgent(void);
 

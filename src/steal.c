@@ -91,9 +91,12 @@ void spry_heaps_scavenge(spry_heap_t *all) {
 /* A look at the owner's guard: true when it was in a guarded path since the
  * last look (or is in one now); an owner outside is marked seen, its idle
  * time counted from now. */
+static void hurry_came_back(spry_heap_t *heap, uint64_t now);
+
 static bool owner_was_in(spry_heap_t *heap, uint64_t now) {
     uint8_t seen = atomic_load_explicit(&heap->busy, memory_order_acquire);
     if (seen == 0) return false;
+    if (heap->hurried_at_us) hurry_came_back(heap, now);
     /* OUT: active since the last look; mark it seen. IN: inside now. */
     if (seen == SPRY_GUARD_OUT &&
         atomic_compare_exchange_strong_explicit(&heap->busy, &seen, 0, memory_order_acq_rel,
@@ -155,8 +158,28 @@ bool spry_heap_collect_idle(spry_heap_t *heap, uint64_t now) {
  * the hot large spans, read without the guard (a stale count only moves
  * the heap to the next look). Less is not worth holding its owner off. */
 #define HURRY_MIN_BYTES ((size_t)256 << 10)
-/* Out of its guarded paths at least this long, at two looks. */
+/* Out of its guarded paths at least this long, at two looks; an owner that
+ * came back soon after a look took its caches waits twice as long before
+ * the next (up to HURRY_IDLE_MAX_US), one that stayed away long half as
+ * long. A pool's workers that waited 0.4-1 ms for each task beside a
+ * thread that grew had theirs taken at every wait (a review: 5x the page
+ * faults, 1.25x the CPU time). */
 #define HURRY_IDLE_US 250
+#define HURRY_IDLE_MAX_US (64 * 1000)
+
+static uint64_t hurry_idle(const spry_heap_t *heap) {
+    return heap->hurry_idle_us ? heap->hurry_idle_us : HURRY_IDLE_US;
+}
+
+static void hurry_came_back(spry_heap_t *heap, uint64_t now) {
+    uint64_t idle = hurry_idle(heap);
+    if (now - heap->hurried_at_us < 16 * idle)
+        idle = 2 * idle < HURRY_IDLE_MAX_US ? 2 * idle : HURRY_IDLE_MAX_US;
+    else
+        idle = idle / 2 > HURRY_IDLE_US ? idle / 2 : HURRY_IDLE_US;
+    heap->hurry_idle_us = (uint32_t)idle;
+    heap->hurried_at_us = 0;
+}
 
 __attribute__((no_sanitize("thread")))
 static size_t heap_cached(spry_heap_t *heap) {
@@ -169,18 +192,19 @@ static size_t heap_cached(spry_heap_t *heap) {
  * look: oversubscribed, dozens of threads wait for a CPU at once. */
 #define HURRY_RECHECK_US 4000
 
-bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, bool *again) {
+bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due) {
     bool any = false;
-    *again = false;
+    *due = 0;
     for (spry_heap_t *h = all; h; h = h->all_next) {
         bool was_in = owner_was_in(h, now);
         if ((was_in && h->idle_since_us != now) || h->idle_collected || h == asker) continue;
         if (heap_cached(h) < HURRY_MIN_BYTES) continue;
-        if (now < h->idle_since_us + HURRY_IDLE_US) {
-            /* marked now (or before), not yet idle long enough: the next
-             * look may take it; not one found runnable (its recheck is
+        uint64_t at = h->idle_since_us + hurry_idle(h);
+        if (now < at) {
+            /* marked now (or before), not yet idle long enough: a look
+             * then may take it; not one found runnable (its recheck is
              * ahead) */
-            if (h->idle_since_us <= now) *again = true;
+            if (h->idle_since_us <= now && (*due == 0 || at < *due)) *due = at;
             continue;
         }
         /* An owner that waits for a CPU comes back to its caches: 8
@@ -203,6 +227,7 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
         if (steal_collect(h, fenced, true)) {
             spry_stat_add(&spry_stat.hurried_collections, 1);
             h->idle_collected = 1;
+            h->hurried_at_us = now;
             took = true;
         }
     }

@@ -386,10 +386,15 @@ typedef struct spry_heap {
     uint8_t idle_passes;                /* purge passes that found it idle */
     uint8_t scavenge;                   /* this purge pass scavenges it */
     uint8_t hurried;                    /* this hurried look collects it */
-    uint64_t idle_since_us;             /* looks (pass_lock): when one found
-                                           it out of its guarded paths since
-                                           the look before; later: an owner
-                                           found runnable (steal.c) */
+    uint32_t hurry_idle_us;             /* looks (pass_lock): how long out of
+                                           its guarded paths before one takes
+                                           it; 0: the least (steal.c)      */
+    uint64_t idle_since_us;             /* when a look found it out of its
+                                           guarded paths since the look
+                                           before; later: an owner found
+                                           runnable (steal.c)              */
+    uint64_t hurried_at_us;             /* when a look took it; 0: its owner
+                                           came back since                 */
     spry_page_t *idle_inbox;            /* purge passes: the inbox as the
                                            last collection left it          */
     /* global lists */
