@@ -89,6 +89,9 @@ bool spry_heap_collect_idle(spry_heap_t *heap, uint64_t now);
  * first heap that caches enough but was out for less will have been out
  * long enough (0: none). */
 bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due);
+/* Each purge pass: halves how long the owner must stay out before a look
+ * takes its heap (steal.c). */
+void spry_heap_hurry_decay(spry_heap_t *heap);
 /* A trim's collection of every heap of the list (from `all` on, through
  * all_next): the same, at once, but for a heap whose owner is inside a
  * guarded path right now. */

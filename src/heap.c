@@ -521,7 +521,10 @@ bool spry_heaps_purge(bool force, bool collect) {
     if (collect && !force) spry_heaps_scavenge(all);
     uint64_t now = spry_os_now_us();
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (collect && !force && spry_heap_collect_idle(h, now)) waiting = true;
+        if (collect && !force) {
+            if (spry_heap_collect_idle(h, now)) waiting = true;
+            spry_heap_hurry_decay(h);
+        }
         if (spry_heap_purge_spans(h, force)) waiting = true;
         /* Spares age by the ticks of the passes (queue.c), at the owner's
          * slow path or in a pass that collects the idle owner. An idle

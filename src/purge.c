@@ -108,14 +108,15 @@ static struct spry_heap *hurry_for;         /* the heap they are for */
 /* Heaps over budget: trimmed as soon as the thread is woken; and a hurried
  * look when a heap asked for one or a follow-up is due. */
 static void purge_urgent_pass(void) {
+    struct spry_heap *asker = atomic_exchange(&hurry_asker, NULL);
+    /* the looks' barriers need it: registered at the first, not at the
+     * thread's start, where a short program that freed enough to start the
+     * thread waited for it at exit (git log: 5 -> 11 ms, a review); and
+     * outside the pass lock, which a trim waits for */
+    if (asker && !hurry_for) spry_os_fence_prepare();
     spry_lock(&pass_lock);
     spry_heaps_trim_urgent();
-    struct spry_heap *asker = atomic_exchange(&hurry_asker, NULL);
     if (asker) {
-        /* the looks' barriers need it: registered here, not at the thread's
-         * start, where a short program that freed enough to start the thread
-         * waited for it at exit (git log: 5 -> 11 ms, a review) */
-        if (!hurry_for) spry_os_fence_prepare();
         hurry_follow = HURRY_FOLLOW;
         hurry_for = asker;
     }
@@ -200,24 +201,34 @@ static void *purger_main(void *arg) {
     }
 }
 
+/* The thread, detached, on a stack of `stack` bytes (0: the default). */
+static int purger_create(size_t stack) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (stack) pthread_attr_setstacksize(&attr, stack);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, purger_main, NULL);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
 void spry_purge_start_point(void) {
     int expected = PURGER_WANTED;
     if (spry_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_WANTED)) return;
     if (!atomic_compare_exchange_strong(&purger_state, &expected, PURGER_RUNNING)) return;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
     /* The thread takes no signal meant for the program. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
     int saved_errno = errno;       /* the caller's call succeeds: errno as it was */
-    int rc = pthread_create(&t, &attr, purger_main, NULL);
+    int rc = purger_create(64 * 1024);
+    /* glibc puts the static TLS on the thread's stack: a program with more
+     * than fits (a 128 KiB __thread array) was refused, and never had a
+     * purge thread (a review; test purge_tls). The default size then. */
+    if (rc == EINVAL) rc = purger_create(0);
     errno = saved_errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
     if (rc != 0) atomic_store(&purger_state, PURGER_UNAVAILABLE);
 }
 

@@ -388,7 +388,9 @@ typedef struct spry_heap {
     uint8_t hurried;                    /* this hurried look collects it */
     uint32_t hurry_idle_us;             /* looks (pass_lock): how long out of
                                            its guarded paths before one takes
-                                           it; 0: the least (steal.c)      */
+                                           it, for owner hurry_tid; 0: the
+                                           least (steal.c)                 */
+    int hurry_tid;
     uint64_t idle_since_us;             /* when a look found it out of its
                                            guarded paths since the look
                                            before; later: an owner found
