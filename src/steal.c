@@ -202,11 +202,16 @@ static size_t heap_cached(spry_heap_t *heap) {
 }
 
 /* An owner found runnable is asked again this much later, not at every
- * look: oversubscribed, dozens of threads wait for a CPU at once. */
+ * look: oversubscribed, dozens of threads wait for a CPU at once; and a
+ * look asks about HURRY_ASK_MAX owners at most (7 us a read of /proc
+ * here, and looks come every 250 us while a heap grows), the others at
+ * the next looks. */
 #define HURRY_RECHECK_US 4000
+#define HURRY_ASK_MAX 8
 
 bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due) {
     bool any = false;
+    unsigned asked = 0;
     *due = 0;
     for (spry_heap_t *h = all; h; h = h->all_next) {
         bool was_in = owner_was_in(h, now);
@@ -224,6 +229,8 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
          * threads on 2 CPUs churning 64-512 KiB blocks had theirs taken
          * 38 times in 0.4 s, faulted in what they lent meanwhile, and
          * peaked at 1.3x the RSS. */
+        if (asked == HURRY_ASK_MAX) continue;
+        asked++;
         if (!spry_os_thread_blocked(atomic_load_explicit(&h->os_tid, memory_order_relaxed))) {
             h->idle_since_us = now + HURRY_RECHECK_US;
             continue;
