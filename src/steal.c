@@ -88,11 +88,11 @@ void spry_heaps_scavenge(spry_heap_t *all) {
     }
 }
 
+static void hurry_came_back(spry_heap_t *heap, uint64_t now);
+
 /* A look at the owner's guard: true when it was in a guarded path since the
  * last look (or is in one now); an owner outside is marked seen, its idle
  * time counted from now. */
-static void hurry_came_back(spry_heap_t *heap, uint64_t now);
-
 static bool owner_was_in(spry_heap_t *heap, uint64_t now) {
     uint8_t seen = atomic_load_explicit(&heap->busy, memory_order_acquire);
     if (seen == 0) return false;
@@ -225,12 +225,12 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
             if (h->idle_since_us <= now && (*due == 0 || at < *due)) *due = at;
             continue;
         }
+        if (asked == HURRY_ASK_MAX) continue;
+        asked++;
         /* An owner that waits for a CPU comes back to its caches: 8
          * threads on 2 CPUs churning 64-512 KiB blocks had theirs taken
          * 38 times in 0.4 s, faulted in what they lent meanwhile, and
          * peaked at 1.3x the RSS. */
-        if (asked == HURRY_ASK_MAX) continue;
-        asked++;
         if (!spry_os_thread_blocked(atomic_load_explicit(&h->os_tid, memory_order_relaxed))) {
             h->idle_since_us = now + HURRY_RECHECK_US;
             continue;
