@@ -235,15 +235,15 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
             h->idle_since_us = now + HURRY_RECHECK_US;
             continue;
         }
-        h->hurried = 1;
         atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
         any = true;
     }
     if (!any) return false;
     bool fenced = spry_os_fence_all(), took = false;
+    /* `steal` marks the heaps picked: only collections set it, each under
+     * the pass lock, and steal_collect clears it */
     for (spry_heap_t *h = all; h; h = h->all_next) {
-        if (!h->hurried) continue;
-        h->hurried = 0;
+        if (!atomic_load_explicit(&h->steal, memory_order_relaxed)) continue;
         if (steal_collect(h, fenced, true)) {
             spry_stat_add(&spry_stat.hurried_collections, 1);
             h->idle_collected = 1;

@@ -385,7 +385,6 @@ typedef struct spry_heap {
                                            back since (steal.c)             */
     uint8_t idle_passes;                /* purge passes that found it idle */
     uint8_t scavenge;                   /* this purge pass scavenges it */
-    uint8_t hurried;                    /* this hurried look collects it */
     uint32_t hurry_idle_us;             /* looks (pass_lock): how long out of
                                            its guarded paths before one takes
                                            it, for owner hurry_tid; 0: the
