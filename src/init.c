@@ -54,6 +54,9 @@ static void init_once_fn(void) {
     spry_cpus = spry_os_cpu_count();
     spry_os_find_loader();
     spry_heaps_init();
+    /* for the purge thread's collections: at load the process has one
+     * thread as a rule, and registering is then cheap (os.c) */
+    if (spry_option(SPRY_OPT_PURGE_THREAD)) spry_os_fence_prepare_early();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 

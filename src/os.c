@@ -288,26 +288,51 @@ bool spry_os_in_loader(const void *code) {
 }
 
 static _Atomic(int) fence_refused;
+static _Atomic(int) fence_ready;            /* registered: a barrier costs microseconds */
 
 bool spry_os_fence_refused(void) { return atomic_load_explicit(&fence_refused, memory_order_relaxed); }
+bool spry_os_fence_ready(void) { return atomic_load_explicit(&fence_ready, memory_order_relaxed); }
 
 static bool os_fence_all(void) {
-    /* The process registers first. EPERM: not registered (a fork child
-     * has a new address space), so register and try again; -1 for good
-     * where the kernel (before 4.14) or a sandbox refuses. */
+    /* The process registers first. EPERM: not registered (spry loaded
+     * into a process with threads running, or a C library that does not
+     * say whether it has: see spry_os_fence_prepare_early), so register
+     * and try again; -1 for good where the kernel (before 4.14) or a
+     * sandbox refuses. */
     if (spry_os_fence_refused()) return false;
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
     if (errno == EPERM &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+        atomic_store_explicit(&fence_ready, 1, memory_order_relaxed);
+        return true;
+    }
     atomic_store_explicit(&fence_refused, 1, memory_order_relaxed);
     return false;
 }
 
 void spry_os_fence_prepare(void) {
     /* refused: the first spry_os_fence_all finds out and says so */
+    long rc = -1;
     if (!spry_os_fence_refused())
-        OS_KEEP_ERRNO(syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0));
+        OS_KEEP_ERRNO(rc = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0));
+    if (rc == 0) atomic_store_explicit(&fence_ready, 1, memory_order_relaxed);
+}
+
+/* glibc's (2.32 and later): nonzero while the process has one thread.
+ * Weak: a C library without it (musl) leaves it NULL. */
+extern char __libc_single_threaded __attribute__((weak));
+
+/* With one thread the kernel registers at once (3 us measured); with two or
+ * more it waits for an RCU grace period first (10-14 ms, this 6.18 kernel,
+ * 2 CPUs), and a registration at the first hurried look held the purge
+ * thread that long: a program's second thread, starting its turn as the
+ * first went to sleep, took 5-17 MiB fresh before the look that would have
+ * lent it the first one's memory (bench turns, 32-256 KiB). A fork child
+ * keeps the registration (its address space is a copy), and an exec'd
+ * program's load registers again. */
+void spry_os_fence_prepare_early(void) {
+    if (&__libc_single_threaded && __libc_single_threaded) spry_os_fence_prepare();
 }
 
 bool spry_os_fence_all(void) {

@@ -82,6 +82,11 @@ bool     spry_os_fence_all(void);
  * at its first call: the kernel then waits for an RCU grace period (a
  * hurried look's first barrier took over 13 ms in a test's child). */
 void     spry_os_fence_prepare(void);
+/* The same where it costs next to nothing: while the process has one
+ * thread (at load, as a rule), as far as the C library can tell. */
+void     spry_os_fence_prepare_early(void);
+/* True once the process is registered (spry_os_fence_all is then cheap). */
+bool     spry_os_fence_ready(void);
 /* True once spry_os_fence_all was refused for good. */
 bool     spry_os_fence_refused(void);
 /* Copies [p, p+n) (n <= 16 KiB) to dst if it can be read without a fault;

@@ -201,12 +201,16 @@ static size_t heap_cached(spry_heap_t *heap) {
     return (cached > 0 ? (size_t)cached : 0) + *(volatile size_t *)&heap->hot_bytes;
 }
 
-/* An owner found runnable is asked again this much later, not at every
- * look: oversubscribed, dozens of threads wait for a CPU at once; and a
- * look asks about HURRY_ASK_MAX owners at most (7 us a read of /proc
- * here, and looks come every 250 us while a heap grows), the others at
- * the next looks. */
-#define HURRY_RECHECK_US 4000
+/* An owner found runnable is asked again this much later (and its idle
+ * time after that), not at every look: oversubscribed, dozens of threads
+ * wait for a CPU at once; and a look asks about HURRY_ASK_MAX owners at
+ * most (7 us a read of /proc here, and looks come every 250 us while a
+ * heap grows), the others at the next looks. Not much later: on 2 CPUs a
+ * thread that has just ended its turn waits for a CPU to go to sleep,
+ * one CPU running the next turn and the other the look; asked again 4 ms
+ * later, the next turn had taken 8-20 MiB fresh by then (bench turns,
+ * 32-256 KiB blocks). The follow-ups (purge.c) come for it. */
+#define HURRY_RECHECK_US 250
 #define HURRY_ASK_MAX 8
 
 bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due) {
@@ -219,10 +223,9 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
         if (heap_cached(h) < HURRY_MIN_BYTES) continue;
         uint64_t at = h->idle_since_us + hurry_idle(h);
         if (now < at) {
-            /* marked now (or before), not yet idle long enough: a look
-             * then may take it; not one found runnable (its recheck is
-             * ahead) */
-            if (h->idle_since_us <= now && (*due == 0 || at < *due)) *due = at;
+            /* not yet idle long enough, or found runnable: a look then may
+             * take it */
+            if (*due == 0 || at < *due) *due = at;
             continue;
         }
         if (asked == HURRY_ASK_MAX) continue;
@@ -233,6 +236,8 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
          * peaked at 1.3x the RSS. */
         if (!spry_os_thread_blocked(atomic_load_explicit(&h->os_tid, memory_order_relaxed))) {
             h->idle_since_us = now + HURRY_RECHECK_US;
+            at = h->idle_since_us + hurry_idle(h);
+            if (*due == 0 || at < *due) *due = at;
             continue;
         }
         atomic_store_explicit(&h->steal, 1, memory_order_relaxed);
