@@ -97,6 +97,7 @@ static bool owner_was_in(spry_heap_t *heap, uint64_t now) {
     uint8_t seen = atomic_load_explicit(&heap->busy, memory_order_acquire);
     if (seen == 0) return false;
     if (heap->hurried_at_us) hurry_came_back(heap, now);
+    if (heap->hurry_recheck_us) heap->hurry_recheck_us = 0;
     /* OUT: active since the last look; mark it seen. IN: inside now. */
     if (seen == SPRY_GUARD_OUT &&
         atomic_compare_exchange_strong_explicit(&heap->busy, &seen, 0, memory_order_acq_rel,
@@ -202,22 +203,34 @@ static size_t heap_cached(spry_heap_t *heap) {
 }
 
 /* An owner found runnable is asked again this much later (and its idle
- * time after that), not at every look: oversubscribed, dozens of threads
- * wait for a CPU at once; and a look asks about HURRY_ASK_MAX owners at
- * most (7 us a read of /proc here, and looks come every 250 us while a
- * heap grows), the others at the next looks. Not much later: on 2 CPUs a
- * thread that has just ended its turn waits for a CPU to go to sleep,
- * one CPU running the next turn and the other the look; asked again 4 ms
- * later, the next turn had taken 8-20 MiB fresh by then (bench turns,
- * 32-256 KiB blocks). The follow-ups (purge.c) come for it. */
+ * time after that), twice as late each time it is found so, up to
+ * HURRY_RECHECK_MAX_US, the least again once it has come back to its
+ * paths: oversubscribed, dozens of threads wait for a CPU at once, each
+ * read of /proc costs 7 us here, and looks come every 250 us while a heap
+ * grows. The least is short: on 2 CPUs a thread that has just ended its
+ * turn waits for a CPU to go to sleep, one CPU running the next turn and
+ * the other the look; asked again 4 ms later, the next turn had taken
+ * 8-20 MiB fresh by then (bench turns, 32-256 KiB blocks), and the
+ * follow-ups (purge.c) now come for it. Asked again every 0.5 ms, 16-256
+ * threads that yield or spin outside spry with caches made 2-10x the
+ * reads, and a thread growing beside them ran up to 1.2x slower (a
+ * review). */
 #define HURRY_RECHECK_US 250
+#define HURRY_RECHECK_MAX_US 4000
+/* A look asks about this many owners at most, from where the last one
+ * stopped: from the list's head each time, owners found runnable near it
+ * took every place, and a blocked owner further down was never asked
+ * (a review: 20-32 spinning threads before it, no collection). */
 #define HURRY_ASK_MAX 8
+static spry_heap_t *hurry_cursor;          /* pass_lock */
 
 bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due) {
     bool any = false;
     unsigned asked = 0;
     *due = 0;
-    for (spry_heap_t *h = all; h; h = h->all_next) {
+    spry_heap_t *start = hurry_cursor ? hurry_cursor : all, *h = start;
+    bool stopped = false;
+    for (bool first = true; first || h != start; first = false, h = h->all_next ? h->all_next : all) {
         bool was_in = owner_was_in(h, now);
         if ((was_in && h->idle_since_us != now) || h->idle_collected || h == asker) continue;
         if (heap_cached(h) < HURRY_MIN_BYTES) continue;
@@ -228,14 +241,20 @@ bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint
             if (*due == 0 || at < *due) *due = at;
             continue;
         }
-        if (asked == HURRY_ASK_MAX) continue;
+        if (asked == HURRY_ASK_MAX) {
+            if (!stopped) hurry_cursor = h;
+            stopped = true;
+            continue;
+        }
         asked++;
         /* An owner that waits for a CPU comes back to its caches: 8
          * threads on 2 CPUs churning 64-512 KiB blocks had theirs taken
          * 38 times in 0.4 s, faulted in what they lent meanwhile, and
          * peaked at 1.3x the RSS. */
         if (!spry_os_thread_blocked(atomic_load_explicit(&h->os_tid, memory_order_relaxed))) {
-            h->idle_since_us = now + HURRY_RECHECK_US;
+            uint32_t wait = h->hurry_recheck_us ? h->hurry_recheck_us : HURRY_RECHECK_US;
+            h->hurry_recheck_us = wait < HURRY_RECHECK_MAX_US ? 2 * wait : wait;
+            h->idle_since_us = now + wait;
             at = h->idle_since_us + hurry_idle(h);
             if (*due == 0 || at < *due) *due = at;
             continue;

@@ -390,6 +390,9 @@ typedef struct spry_heap {
                                            it, for owner hurry_tid; 0: the
                                            least (steal.c)                 */
     int hurry_tid;
+    uint32_t hurry_recheck_us;          /* looks (pass_lock): how much later
+                                           an owner found runnable is asked
+                                           again; 0: the least (steal.c)   */
     uint64_t idle_since_us;             /* when a look found it out of its
                                            guarded paths since the look
                                            before; later: an owner found

@@ -15,16 +15,27 @@
  * running: the same holder spins instead, with no allocator call, while the
  * main thread allocates: no collection (a thread that is runnable comes
  * back to its caches; collecting threads that waited for a CPU cost 8
- * threads on 2 cores churning 64-512 KiB blocks 1.3x the peak RSS). */
+ * threads on 2 cores churning 64-512 KiB blocks 1.3x the peak RSS).
+ *
+ * behind: the blocked holder again, its heap behind those of 24 threads
+ * that cached 512 KiB each and spin (niced) with no allocator call. A look
+ * asks about 8 owners at most; asking from the list's head each time, it
+ * found the spinners runnable again and again and never asked about the
+ * holder (a review: no collection with 20-32 spinners). */
 #include "check.h"
 #include "in_child.h"
 #include "rss.h"
 #include "printed_stats.h"
 #include <spry.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SET   ((size_t)32 << 20)
 /* sizes over eight classes of 1-4 KiB: a class caches at most 4 MiB, the
@@ -35,7 +46,7 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage;                       /* 1: holder freed; 2: main done */
-static atomic_int spin_done;
+static atomic_int spin_done, spinners_ready;
 
 static void set_stage(int s) {
     CHECK(pthread_mutex_lock(&mu) == 0);
@@ -149,8 +160,45 @@ static void running(void) {
     CHECKF(hurried == 0, "a running holder was collected %zu time(s)", hurried);
 }
 
+#define SPINNERS 24
+
+static void *spinner(void *arg) {
+    void *p[16];
+    for (int i = 0; i < 16; i++) {
+        p[i] = spry_malloc(32 << 10);
+        CHECK(p[i] != NULL);
+        memset(p[i], i, 32 << 10);
+    }
+    for (int i = 0; i < 16; i++) spry_free(p[i]);
+    CHECK(setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) == 0);
+    atomic_fetch_add(&spinners_ready, 1);
+    volatile unsigned long x = 0;
+    while (!atomic_load(&spin_done)) x++;
+    return arg;
+}
+
+static void behind(void) {
+    size_t grew, hurried;
+    pthread_t t, s[SPINNERS];
+    spry_free(spry_malloc(16));
+    CHECK(pthread_create(&t, NULL, blocked_holder, NULL) == 0);
+    wait_stage(1);
+    for (int i = 0; i < SPINNERS; i++) CHECK(pthread_create(&s[i], NULL, spinner, NULL) == 0);
+    while (atomic_load(&spinners_ready) < SPINNERS) sched_yield();
+    main_set(&grew, &hurried);
+    printf("hurried_look: holder blocked behind %d spinning threads: %zu collection(s), resident grew by %zu MiB "
+           "for %zu MiB\n", SPINNERS, hurried, grew / MiB, SET / MiB);
+    fflush(stdout);
+    atomic_store(&spin_done, 1);
+    for (int i = 0; i < SPINNERS; i++) CHECK(pthread_join(s[i], NULL) == 0);
+    CHECKF(hurried >= 1, "the blocked holder behind the spinning threads was not collected");
+    set_stage(2);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
 int main(void) {
     run_in_child(blocked, "hurried_look (blocked)");
     run_in_child(running, "hurried_look (running)");
+    run_in_child(behind, "hurried_look (behind)");
     return 0;
 }
