@@ -120,6 +120,16 @@ static inline size_t spry_bcache_bytes(const spry_heap_t *heap) {
     return heap->bcache_limit - (size_t)heap->bcache_room;
 }
 
+/* The same, read by another thread without the heap's guard (the census,
+ * hurried looks): the owner may be changing both counts, so each is read
+ * once and the difference clamped (a stale figure only). */
+__attribute__((no_sanitize("thread")))
+static inline size_t spry_bcache_bytes_seen(const spry_heap_t *heap) {
+    ptrdiff_t cached = (ptrdiff_t)*(const volatile size_t *)&heap->bcache_limit -
+                       *(const volatile ptrdiff_t *)&heap->bcache_room;
+    return cached > 0 ? (size_t)cached : 0;
+}
+
 /* spry_bcache_push beyond a bound (or the class's first push). */
 void spry_bcache_push_over(spry_heap_t *heap, spry_page_t *page, spry_block_t *b);
 

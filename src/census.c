@@ -6,6 +6,7 @@
 #include "heap.h"
 #include "page.h"
 #include "segment.h"
+#include "block_cache.h"
 #include "os.h"
 
 /* A page's fields as a walk reads them, each once. The walk holds the
@@ -76,9 +77,8 @@ __attribute__((no_sanitize("thread")))
 static void walk_caches(spry_heap_t *all, spry_heap_walk_t *w, spry_class_walk_t *classes) {
     for (spry_heap_t *h = all; h; h = h->all_next) {
         const volatile spry_heap_t *v = h;
-        ptrdiff_t cached = (ptrdiff_t)v->bcache_limit - v->bcache_room;
-        if (cached < 0) cached = 0;
-        w->used_bytes -= (size_t)cached < w->used_bytes ? (size_t)cached : w->used_bytes;
+        size_t cached = spry_bcache_bytes_seen(h);
+        w->used_bytes -= cached < w->used_bytes ? cached : w->used_bytes;
         if (classes)
             for (unsigned c = 0; c < SPRY_CLASS_COUNT; c++) {
                 /* a flush clears limit, then room, without the lock */

@@ -86,8 +86,8 @@ bool spry_heap_collect_idle(spry_heap_t *heap, uint64_t now);
  * been out of their guarded paths since a look at least 250 us ago (more
  * for owners that came back soon after a look took their caches), and
  * that cache enough to matter. True when it collected one; *due: when the
- * first heap that caches enough but was out for less will have been out
- * long enough (0: none). */
+ * first heap that caches enough but was out for less, or whose owner was
+ * found waiting for a CPU, may be taken (0: none). */
 bool spry_heaps_collect_hurried(spry_heap_t *all, const spry_heap_t *asker, uint64_t now, uint64_t *due);
 /* Each purge pass: halves how long the owner must stay out before a look
  * takes its heap (steal.c). */

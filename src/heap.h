@@ -57,8 +57,8 @@ spry_heap_t *spry_heaps_list(void);
 /* Whether a dormant heap still has blocks in use: others may free them,
  * and only a purge pass collects what they free (the purge thread stays). */
 bool spry_heaps_dormant_hold(void);
-/* A hurried look (the purge thread, asked by spry_purge_hurry for heap
- * `asker`): collects blocked threads' caches (steal.c), and if it did,
+/* A hurried look for heap `asker` (spry_purge_hurry: made by that heap or
+ * by the purge thread): collects blocked threads' caches (steal.c), and if it did,
  * heaps that found nothing to borrow look again at their next fresh span.
  * Returns when a later look may collect more (guard.h), 0: none. */
 uint64_t spry_heaps_hurry(const spry_heap_t *asker, uint64_t now);

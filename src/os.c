@@ -287,11 +287,13 @@ bool spry_os_in_loader(const void *code) {
     return (uintptr_t)code - loader_lo < loader_hi - loader_lo;
 }
 
-static _Atomic(int) fence_refused;
-static _Atomic(int) fence_ready;            /* registered: a barrier costs microseconds */
+/* Whether the process is registered for the barrier: not yet (0), yes
+ * (FENCE_READY: a barrier costs microseconds), or refused for good. */
+enum { FENCE_READY = 1, FENCE_REFUSED = -1 };
+static _Atomic(int) fence_state;
 
-bool spry_os_fence_refused(void) { return atomic_load_explicit(&fence_refused, memory_order_relaxed); }
-bool spry_os_fence_ready(void) { return atomic_load_explicit(&fence_ready, memory_order_relaxed); }
+bool spry_os_fence_refused(void) { return atomic_load_explicit(&fence_state, memory_order_relaxed) == FENCE_REFUSED; }
+bool spry_os_fence_ready(void) { return atomic_load_explicit(&fence_state, memory_order_relaxed) == FENCE_READY; }
 
 static bool os_fence_all(void) {
     /* The process registers first. EPERM: not registered (spry loaded
@@ -304,10 +306,10 @@ static bool os_fence_all(void) {
     if (errno == EPERM &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
-        atomic_store_explicit(&fence_ready, 1, memory_order_relaxed);
+        atomic_store_explicit(&fence_state, FENCE_READY, memory_order_relaxed);
         return true;
     }
-    atomic_store_explicit(&fence_refused, 1, memory_order_relaxed);
+    atomic_store_explicit(&fence_state, FENCE_REFUSED, memory_order_relaxed);
     return false;
 }
 
@@ -316,7 +318,7 @@ void spry_os_fence_prepare(void) {
     long rc = -1;
     if (!spry_os_fence_refused())
         OS_KEEP_ERRNO(rc = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0));
-    if (rc == 0) atomic_store_explicit(&fence_ready, 1, memory_order_relaxed);
+    if (rc == 0) atomic_store_explicit(&fence_state, FENCE_READY, memory_order_relaxed);
 }
 
 /* glibc's (2.32 and later): nonzero while the process has one thread.

@@ -44,12 +44,12 @@ void spry_purge_all(void);
  * trims it itself). */
 struct spry_heap;
 bool spry_purge_urgent(struct spry_heap *heap);
-/* `heap` took fresh memory (segment.c): the purge thread is asked for a
- * hurried look (guard.h, spry_heaps_collect_hurried), which collects the
- * caches of other heaps whose owners are blocked now, not after several
- * purge delays, so that what they free is lent to the heaps that grow. At
- * most one asked every 250 us; none where passes do not collect
- * (spry_purge_collects). */
+/* `heap` took fresh memory (segment.c): a hurried look (guard.h,
+ * spry_heaps_collect_hurried), made by the caller where it can, else by
+ * the purge thread, collects the caches of other heaps whose owners are
+ * blocked now, not after several purge delays, so that what they free is
+ * lent to the heaps that grow. At most one every 250 us; none where passes
+ * do not collect (spry_purge_collects). */
 void spry_purge_hurry(struct spry_heap *heap);
 void spry_purge_fork_prepare(void);
 void spry_purge_fork_parent(void);

@@ -143,13 +143,14 @@ bool spry_heap_collect_idle(spry_heap_t *heap, uint64_t now) {
  * and the purge passes collect it only after four purge delays (1 s),
  * where a turn takes milliseconds. 4 threads of 32 MiB turns of 1-4 KiB
  * blocks peaked at 140 MB, 16 threads at 552 MB (tcmalloc 56 and 97). A
- * heap that grows now asks the purge thread for a look (every MiB of fresh
- * memory, at most one every 250 us), which collects the heaps whose owners
- * are blocked in the kernel and have made no guarded call since a look
- * 250 us or more before; their pages empty and are lent at the growing
- * heap's next span (spry_spans_offered). 4 threads: 50 MB, 16: 69 MB;
- * with 32-256 KiB blocks 95 and 199 MB (155 and 620 before; pages of 1-2
- * MiB for those classes span 46 MiB for a set of 32). An owner found
+ * heap that grows now has a look made (every MiB of fresh memory, at most
+ * one every 250 us: by itself, or by the purge thread; purge.c), which
+ * collects the heaps whose owners are blocked in the kernel and have made
+ * no guarded call since a look 250 us or more before; their pages empty
+ * and are lent at the growing heap's next span (spry_spans_offered). 4
+ * threads: 44 MB, 16: 61 MB; with 32-256 KiB blocks 88 and 156 MB (155
+ * and 620 before; pages of 1-2 MiB for those classes span 46 MiB for a
+ * set of 32). An owner found
  * waiting for a CPU is left alone (below), and so is the heap whose growth
  * asked for the look: collecting it lends nothing, and a thread that grew,
  * then freed a block a millisecond, sleeping between, lost its cache at
@@ -197,9 +198,7 @@ void spry_heap_hurry_decay(spry_heap_t *heap) {
 
 __attribute__((no_sanitize("thread")))
 static size_t heap_cached(spry_heap_t *heap) {
-    ptrdiff_t cached = (ptrdiff_t)*(volatile size_t *)&heap->bcache_limit -
-                       *(volatile ptrdiff_t *)&heap->bcache_room;
-    return (cached > 0 ? (size_t)cached : 0) + *(volatile size_t *)&heap->hot_bytes;
+    return spry_bcache_bytes_seen(heap) + *(volatile size_t *)&heap->hot_bytes;
 }
 
 /* An owner found runnable is asked again this much later (and its idle
