@@ -163,6 +163,32 @@ static void *consumer(void *arg)
   return NULL;
 }
 
+/* Blocks in the rings, sampled by the main thread while the producers run. */
+struct held {
+  uint64_t samples, sum, max;
+};
+
+/* Sleeps for --seconds, counting every millisecond the blocks that sit in
+ * the rings (allocated, not yet freed). A faster producer fills its rings,
+ * a slower one leaves them part empty: the peak RSS of two allocators is
+ * only comparable beside how much each had live, so the report gives it. */
+static void watch_rings(size_t nrings, struct held *h)
+{
+  double end = bench_now() + cfg.seconds, now;
+  while ((now = bench_now()) < end) {
+    uint64_t n = 0;
+    size_t i;
+    bench_sleep(end - now < 0.001 ? end - now : 0.001);
+    for (i = 0; i < nrings; i++)
+      n += atomic_load_explicit(&rings[i].tail, memory_order_relaxed) -
+           atomic_load_explicit(&rings[i].head, memory_order_relaxed);
+    h->samples++;
+    h->sum += n;
+    if (n > h->max)
+      h->max = n;
+  }
+}
+
 int main(int argc, char **argv)
 {
   static const char about[] =
@@ -186,6 +212,7 @@ int main(int argc, char **argv)
   pthread_t *tids;
   struct worker *workers;
   uint64_t i, nthreads, produced = 0, consumed = 0;
+  struct held held = {0, 0, 0};
   size_t cap = 1, nrings;
   double seconds;
 
@@ -220,7 +247,7 @@ int main(int argc, char **argv)
   bench_spawn(tids + cfg.producers, (size_t)cfg.consumers, consumer, workers + cfg.producers,
               sizeof *workers);
   pthread_barrier_wait(&start_line);
-  bench_sleep(cfg.seconds);
+  watch_rings(nrings, &held);
   atomic_store_explicit(&stop_flag, 1, memory_order_relaxed);
   bench_join(tids, (size_t)nthreads);
 
@@ -236,11 +263,13 @@ int main(int argc, char **argv)
   seconds = bench_span_seconds(&workers[0].span, (size_t)nthreads, sizeof *workers);
   bench_result(TEST_NAME,
                "producers=%llu consumers=%llu min=%llu max=%llu ring=%llu touch=%s seed=%llu "
-               "seconds=%.4f ops=%llu mops=%.4f",
+               "seconds=%.4f ops=%llu mops=%.4f held_mean=%.0f held_max=%llu",
                (unsigned long long)cfg.producers, (unsigned long long)cfg.consumers,
                (unsigned long long)cfg.min, (unsigned long long)cfg.max,
                (unsigned long long)cap, cfg.touch_name, (unsigned long long)cfg.seed, seconds,
-               (unsigned long long)consumed, (double)consumed / seconds / 1e6);
+               (unsigned long long)consumed, (double)consumed / seconds / 1e6,
+               held.samples ? (double)held.sum / (double)held.samples : 0.0,
+               (unsigned long long)held.max);
   pthread_barrier_destroy(&start_line);
   for (i = 0; i < nrings; i++)
     free(rings[i].items);

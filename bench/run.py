@@ -177,7 +177,7 @@ METRICS = {
     "frag": ["seconds", "big_ok", "small_fail", "big_fail", "loop_s", "free_s", "big_s",
              "alloc_mb"],
     "pools": ["seconds", "mops"],
-    "prodcons": ["mops", "ops", "seconds"],
+    "prodcons": ["mops", "ops", "seconds", "held_mean", "held_max"],
     "mixed": ["seconds", "fill_s", "steps_s", "free_s", "mops", "live_mib"],
     "relay": ["mops", "ops", "generations", "seconds"],
     "exchange": ["mops", "ops", "seconds"],

@@ -75,10 +75,13 @@ TESTS = {
              "versus 4..64 sub-pools, 4/8/16 threads."),
     "prodcons": dict(
         title="Producer/consumer", seed="issue 8", primary="mops", chart="bars",
+        extra=["held_max", "held_mean"],
         what="Half the threads malloc blocks of random size and pass them through bounded "
              "lock-free rings to the other half, which check and free them: every block is "
              "freed by a thread other than its allocator's. Millions of blocks handed over "
-             "per second, and peak RSS."),
+             "per second, and peak RSS. held_max and held_mean: blocks in the rings (allocated, "
+             "not yet freed), sampled every millisecond; a faster producer fills its rings, so "
+             "peak RSS compares fairly only beside the blocks each allocator had live."),
     "relay": dict(
         title="Threads that come and go", seed="issue 8 (Larson and Krishnan's server test)",
         primary="mops", chart="bars",
@@ -162,7 +165,7 @@ UNITS = {
     "mops": "Mops/s", "seconds": "s", "total_s": "s", "alloc_s": "s", "free_s": "s",
     "requests_per_s": "req/s", "memsize_ns": "ns", "pair_ns": "ns",
     "c_usable_ns": "ns", "c_pair_ns": "ns", "maxrss_kb": "KiB", "latency_p50_ms": "ms",
-    "latency_p99_ms": "ms",
+    "latency_p99_ms": "ms", "held_max": "blocks", "held_mean": "blocks",
 }
 
 
