@@ -179,9 +179,13 @@ static void watch_rings(size_t nrings, struct held *h)
     uint64_t n = 0;
     size_t i;
     bench_sleep(end - now < 0.001 ? end - now : 0.001);
-    for (i = 0; i < nrings; i++)
-      n += atomic_load_explicit(&rings[i].tail, memory_order_relaxed) -
-           atomic_load_explicit(&rings[i].head, memory_order_relaxed);
+    /* head before tail, head with acquire: the consumer moved head past
+     * what it had read of tail, so the tail read after it is no older and
+     * the difference never wraps */
+    for (i = 0; i < nrings; i++) {
+      size_t head = atomic_load_explicit(&rings[i].head, memory_order_acquire);
+      n += atomic_load_explicit(&rings[i].tail, memory_order_acquire) - head;
+    }
     h->samples++;
     h->sum += n;
     if (n > h->max)
