@@ -295,8 +295,13 @@ SPRY_API void *spry_realloc(void *p, size_t n) {
          * the free marker; before it moves, a block start (a pointer inside
          * a block that stays in place harms no list, like free's fast path,
          * which takes the pointer on trust). */
-        /* (16-aligned first: the marker's word is then in p's own page) */
-        if (spry_unlikely(((uintptr_t)p & 15) || spry_block_marker(p) == page)) return realloc_invalid(p);
+        /* (16-aligned first: the marker's word is then in p's own page)
+         * Between the page's first block and its carved end: a block not
+         * carved yet, or the colour gap before block 0, carries no marker,
+         * and kept in place it was handed out again later (a review). */
+        if (spry_unlikely(((uintptr_t)p & 15) || (uint8_t *)p < page->start ||
+                          (uint8_t *)p >= page->carve_end || spry_block_marker(p) == page))
+            return realloc_invalid(p);
         size_t old = page->block_size;
         if (n <= old && n > old / 2) return p;  /* fits, and wastes little */
         if (spry_unlikely(!spry_page_class_block_start(page, p))) return realloc_invalid(p);

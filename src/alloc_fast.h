@@ -15,7 +15,8 @@
  *        ├── used reached 0 ──> spry_page_empty (queue.c)
  *        ├── its own page of 8-byte blocks ──> spry_free_tiny (free.c)
  *        ├── its own full page, or blocks above 1 KiB ──> marker and
- *        │     carved end checked as above, pushed on the block cache
+ *        │     carved end checked as above, and the page's start (its
+ *        │     colour gap: spry_free_slow), pushed on the block cache
  *        │     inside the guard (block_cache.h); over its bounds, a full
  *        │     page of 1 KiB blocks or less, or the guard taken
  *        │                  ──> spry_free_cached_slow (free.c)
@@ -96,8 +97,14 @@ static inline __attribute__((always_inline)) void spry_free_cached_inline(void *
                                                                           uintptr_t mine) {
     /* no TINY: blocks of 16 B or more, which carry the free marker */
     if (spry_unlikely(spry_block_marker(p) == page)) { spry_free_double(p); return; }
-    /* past the carved blocks: reported there (see the fast path) */
-    if (spry_unlikely((uint8_t *)p >= page->carve_end)) { spry_free_slow(page, p, mine); return; }
+    /* past the carved blocks (see the fast path), or before the first: the
+     * colour gap in front of block 0 (page.c, page_colour), in no block;
+     * taken, the next malloc handed it out over block 0 (a review). Both
+     * reported there */
+    if (spry_unlikely((uint8_t *)p >= page->carve_end || (uint8_t *)p < page->start)) {
+        spry_free_slow(page, p, mine);
+        return;
+    }
     spry_free_into_cache(page, p);
 }
 
