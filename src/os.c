@@ -88,9 +88,15 @@ uint64_t spry_os_now_us(void) {
 /* A report or a statistics record written to a pipe whose reader is gone
  * must not kill the program (SIGPIPE: a review; `prog 2>&1 | head`, then a
  * double free): SIGPIPE is blocked for the write, and the one the write
- * raised is taken back, unless one was pending already. */
+ * raised is taken back, unless one was pending already. Cancellation is
+ * off meanwhile: write and sigtimedwait are cancellation points, and a
+ * thread with a cancel pending was cancelled in the middle of the free
+ * that reported, inside the heap's guard where a collection of remote
+ * frees reports (a review); the cancel acts at its next point instead. */
 void spry_os_write(int fd, const char *s, size_t n) {
     int saved = errno;
+    int cancel_was;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_was);
     sigset_t pipe_set, old, pending;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
@@ -109,6 +115,7 @@ void spry_os_write(int fd, const char *s, size_t n) {
         sigtimedwait(&pipe_set, NULL, &now);
     }
     if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_setcancelstate(cancel_was, NULL);
     errno = saved;
 }
 
@@ -118,7 +125,8 @@ int spry_os_open_append(const char *path) {
      * signals meant to end the process (a review); then writes block as
      * usual again */
     int fd;
-    do fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    do fd = (int)syscall(SYS_openat, AT_FDCWD, path,
+                         O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     while (fd < 0 && errno == EINTR);
     if (fd >= 0) {
         int fl = fcntl(fd, F_GETFL);
@@ -144,14 +152,17 @@ const char *spry_os_open_error(int e) {
     }
 }
 
-void spry_os_close(int fd) { close(fd); }
+/* open, read and close are cancellation points in libc: a thread with a
+ * cancel pending would end inside malloc or free, maybe in spry's locks
+ * (spry_init, a foreign pointer's first free). The system calls are not. */
+void spry_os_close(int fd) { syscall(SYS_close, fd); }
 
 /* Reads a small file into buf (NUL-terminated); no stdio, no malloc. */
 static long os_read_small(const char *path, char *buf, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    long n = read(fd, buf, cap - 1);
-    close(fd);
+    long n = syscall(SYS_read, fd, buf, cap - 1);
+    syscall(SYS_close, fd);
     if (n < 0) return -1;
     buf[n] = 0;
     return n;
