@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -195,6 +197,42 @@ static void small_stack(void) {
     abort();                            /* the thread's exit ends the process */
 }
 
+/* A thread with a cancel pending frees a block twice: the report (symbol
+ * lookups that open files, the log's write: cancellation points) runs to
+ * its end with the report lock released, and the cancel acts afterwards;
+ * the main thread's own double free is then reported too (a thread
+ * cancelled inside the report left the lock held, and the next report
+ * waited for it for good). */
+NOINLINE static char *alloc_cancel_pending(size_t n) { return malloc(n); }
+static atomic_int cancel_sent;
+static atomic_int free_returned;
+
+static void *cancel_victim(void *arg) {
+    char *p = alloc_cancel_pending(72);
+    free(p);
+    while (!atomic_load(&cancel_sent)) {}
+    free(launder(p));
+    atomic_store(&free_returned, 1);
+    pthread_testcancel();
+    return arg;
+}
+
+static void cancel_pending(void) {
+    pthread_t t;
+    void *res;
+    alarm(60);                          /* a report lock left held: a hang */
+    if (pthread_create(&t, NULL, cancel_victim, NULL) != 0 || pthread_cancel(t) != 0) abort();
+    atomic_store(&cancel_sent, 1);
+    if (pthread_join(t, &res) != 0 || res != PTHREAD_CANCELED) abort();
+    if (!atomic_load(&free_returned)) {
+        printf("the double free did not return before the cancel\n");
+        exit(3);
+    }
+    char *q = alloc_cancel_pending(88);
+    free(q);
+    free(launder(q));
+}
+
 static const struct { const char *name; void (*run)(void); } cases[] = {
     { "overrun_1", overrun_1 },           { "overrun_32", overrun_32 },
     { "underrun_1", underrun_1 },         { "write_after_free", write_after_free },
@@ -204,7 +242,7 @@ static const struct { const char *name; void (*run)(void); } cases[] = {
     { "leak_in_thread", leak_in_thread }, { "free_header", free_header },
     { "huge_align", huge_align },         { "walk_null", walk_null },
     { "racing_double_free", racing_double_free }, { "small_stack", small_stack },
-    { "errno_kept", errno_kept },
+    { "errno_kept", errno_kept },         { "cancel_pending", cancel_pending },
 };
 
 int main(int argc, char **argv) {

@@ -7,6 +7,7 @@
 #include "../os.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,11 +100,18 @@ void dbg_out_head(void) {
  * calls that report leave it so (the symbol lookups' libdwfl left EINVAL
  * at a process's first report, the log's open its error: a review). */
 static int report_errno;                /* report lock */
+/* Its cancellation state: off while it reports. The symbol lookups open
+ * files and the log is written to, cancellation points: a thread with a
+ * cancel pending ended inside the report, the lock held, and the next
+ * report waited for it for good (a review). */
+static int report_cancel;               /* report lock */
 
 void dbg_out_begin(void) {
-    int e = errno;
+    int e = errno, cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     spry_lock(&report_lock);
     report_errno = e;
+    report_cancel = cancel;
     dbg_inside++;
     dbg_symbol_new_report();
 }
@@ -116,10 +124,11 @@ void dbg_out_end(bool error) {
         spry_os_write(log_get(), msg, sizeof msg - 1);
     }
     dbg_inside--;
-    int e = report_errno;
+    int e = report_errno, cancel = report_cancel;
     spry_unlock(&report_lock);
     if (error) spry_stat_add(&spry_stat.errors, 1);
     if (fatal) abort();
+    pthread_setcancelstate(cancel, NULL);
     errno = e;
 }
 
