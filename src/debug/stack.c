@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "../lock.h"
 #include <link.h>
+#include <pthread.h>
 #include <string.h>
 
 #define CHUNK_ENTRIES 4096
@@ -147,9 +148,12 @@ int dbg_stack_own(void *const *pc, int n, int asked) {
  * report's path is deeper than an allocation's). */
 int dbg_stack_now(void **out) {
     void *pc[DBG_FRAMES + DBG_OWN_MAX];
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);   /* capture.h */
     dbg_inside++;
     int n = unw_backtrace(pc, DBG_FRAMES + DBG_OWN_MAX);
     dbg_inside--;
+    pthread_setcancelstate(cancel, NULL);
     uintptr_t lo, len;
     own_code(&lo, &len);
     int skip = 0;
