@@ -50,7 +50,20 @@ static void *alloc_tracked(size_t n, size_t align, enum spry_debug_family family
      * fails here (the fast library serves it). */
     if (n > SPRY_ALLOC_MAX || align > ((size_t)1 << 31)) { errno = ENOMEM; return NULL; }
     size_t offset = round_up(sizeof(dbg_block_t), align);
+    int e = errno;
     uint8_t *raw = dbg_raw_alloc(offset + n + DBG_TAIL_MIN, align);
+    /* A failure empties the quarantine and tries again: under an
+     * address-space limit the memory it held was what the program had
+     * freed, and it stayed held (a review: 569 blocks of 100 KB, freed,
+     * then 1 and 1 at the next rounds; the fast library 569 again). Here,
+     * not in dbg_raw_alloc: the program's own calls hold none of this
+     * library's locks, where its nested ones (reports, the stack table)
+     * may, and a damaged block leaving the quarantine is reported. A
+     * success leaves errno as it was. */
+    if (!raw && dbg_quarantine_drain()) {
+        raw = dbg_raw_alloc(offset + n + DBG_TAIL_MIN, align);
+        if (raw) errno = e;
+    }
     if (!raw) return NULL;
     uint8_t *user = raw + offset;
     dbg_block_t *b = dbg_header(user);

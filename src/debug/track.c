@@ -18,7 +18,6 @@
 #include "../alloc_fast.h"
 #include "../options.h"
 #include "../init.h"
-#include <errno.h>
 #include <pthread.h>
 
 #define SHARDS 16
@@ -48,15 +47,14 @@ static shard_t *shard_of(const dbg_block_t *b) {
     return &shards[((uintptr_t)b >> 4) * 0x9e3779b97f4a7c15ull >> 60];
 }
 
-static void *raw_alloc(size_t n, size_t align) {
+void *dbg_raw_alloc(size_t n, size_t align) {
     if (align <= 16) return spry_malloc_inline(n);
     return spry_heap_malloc_aligned(spry_tls_heap, n, align);
 }
 
 static void release(dbg_block_t *b);
 
-/* Every block of the quarantine back to the core; false when it held none. */
-static bool quarantine_drain(void) {
+bool dbg_quarantine_drain(void) {
     bool any = false;
     for (int i = 0; i < SHARDS; i++) {
         shard_t *s = &shards[i];
@@ -72,20 +70,6 @@ static bool quarantine_drain(void) {
         }
     }
     return any;
-}
-
-/* An allocation that fails empties the quarantine and tries again: under
- * an address-space limit the memory it held was what the program had
- * freed, and it stayed held (a review: 569 blocks of 100 KB, freed, then
- * 1 and 1 at the next rounds; the fast library 569 again). A success
- * leaves errno as it was. */
-void *dbg_raw_alloc(size_t n, size_t align) {
-    int e = errno;
-    void *p = raw_alloc(n, align);
-    if (spry_likely(p != NULL) || !quarantine_drain()) return p;
-    p = raw_alloc(n, align);
-    if (p) errno = e;
-    return p;
 }
 
 void dbg_raw_free(void *raw) { spry_free_inline(raw); }
