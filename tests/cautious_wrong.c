@@ -272,6 +272,18 @@ static void quarantine_oom(void) {
     }
 }
 
+/* A malloc larger than the quarantine holds fails without emptying it:
+ * the block freed before it stays watched, and its write after free is
+ * found (a review: it came straight back from the next malloc). */
+NOINLINE static char *alloc_before_huge_fail(size_t n) { return malloc(n); }
+
+static void huge_fail_watch(void) {
+    char *p = alloc_before_huge_fail(64);
+    free(p);
+    if (malloc((size_t)1 << 44) != NULL) abort();
+    ((char *)launder(p))[0] = 'x';
+}
+
 static const struct { const char *name; void (*run)(void); } cases[] = {
     { "overrun_1", overrun_1 },           { "overrun_32", overrun_32 },
     { "underrun_1", underrun_1 },         { "write_after_free", write_after_free },
@@ -282,7 +294,7 @@ static const struct { const char *name; void (*run)(void); } cases[] = {
     { "huge_align", huge_align },         { "walk_null", walk_null },
     { "racing_double_free", racing_double_free }, { "small_stack", small_stack },
     { "errno_kept", errno_kept },         { "cancel_pending", cancel_pending },
-    { "quarantine_oom", quarantine_oom },
+    { "quarantine_oom", quarantine_oom }, { "huge_fail_watch", huge_fail_watch },
 };
 
 int main(int argc, char **argv) {

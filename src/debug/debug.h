@@ -116,8 +116,9 @@ bool dbg_track_flag(dbg_block_t *b, uint8_t flag);
 /* Core blocks for the layer's own use (nested, untracked). */
 void *dbg_raw_alloc(size_t n, size_t align);
 /* Every block of the quarantine back to the core, each checked as it
- * leaves; false when it held none. No lock of this library held. */
-bool dbg_quarantine_drain(void);
+ * leaves, when it holds `need` bytes or more; false when it gave none. No
+ * lock of this library held. */
+bool dbg_quarantine_drain(size_t need);
 void  dbg_raw_free(void *raw);
 
 /* ---- stack.c: capture and the stack table ------------------------------- */

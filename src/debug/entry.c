@@ -60,7 +60,7 @@ static void *alloc_tracked(size_t n, size_t align, enum spry_debug_family family
      * library's locks, where its nested ones (reports, the stack table)
      * may, and a damaged block leaving the quarantine is reported. A
      * success leaves errno as it was. */
-    if (!raw && dbg_quarantine_drain()) {
+    if (!raw && dbg_quarantine_drain(offset + n + DBG_TAIL_MIN)) {
         raw = dbg_raw_alloc(offset + n + DBG_TAIL_MIN, align);
         if (raw) errno = e;
     }

@@ -263,7 +263,7 @@ void dbg_report_fork_child(void) {
     spry_lock_init(&report_lock);
     /* a per-process log name (%p) is the child's own file */
     if (log_fd > 2 && spry_option_text(SPRY_OPT_DEBUG_LOG) && strstr(spry_option_text(SPRY_OPT_DEBUG_LOG), "%p")) {
-        close(log_fd);
+        spry_os_close(log_fd);      /* not close: a cancellation point */
         log_fd = -1;
     }
 }

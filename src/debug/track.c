@@ -54,7 +54,13 @@ void *dbg_raw_alloc(size_t n, size_t align) {
 
 static void release(dbg_block_t *b);
 
-bool dbg_quarantine_drain(void) {
+bool dbg_quarantine_drain(size_t need) {
+    /* a request larger than all it holds (malloc(1 << 44)) would fail
+     * anyway: the freed blocks stay watched (a review: such a failure gave
+     * a freed block straight back, and its write after free went unseen) */
+    size_t held = 0;
+    for (int i = 0; i < SHARDS; i++) held += __atomic_load_n(&shards[i].q_bytes, __ATOMIC_RELAXED);
+    if (held < need) return false;
     bool any = false;
     for (int i = 0; i < SHARDS; i++) {
         shard_t *s = &shards[i];
