@@ -156,8 +156,22 @@ static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const ch
     return true;
 }
 
+/* A nested call's (inside the unwinder or a report: libdw, libc's stdio
+ * under it) pointer that the core holds as a live block start: its own
+ * untracked block. Not looked up: a stale header of a tracked block
+ * released long ago may lie just before it, sealed, and the lookup took
+ * it for that freed block; the report of it waited for the report lock
+ * its own thread held (a hang, 1 run in about 100 of stress_exchange
+ * under load: getdelim's realloc in dwfl_linux_proc_report). */
+static bool nested_untracked(const void *p) {
+    if (!dbg_inside || spry_chunk_kind(p) == SPRY_CHUNK_FOREIGN) return false;
+    spry_page_t *page = spry_block_page(p);
+    return page && spry_block_is_live(page, p);
+}
+
 void spry_debug_free(void *p, enum spry_debug_family family) {
     if (!p) return;
+    if (spry_unlikely(nested_untracked(p))) { dbg_raw_free(p); return; }
     dbg_lookup_t l = dbg_lookup(p);
     switch (l.kind) {
     case DBG_PTR_TRACKED:
@@ -177,7 +191,7 @@ void spry_debug_free(void *p, enum spry_debug_family family) {
 
 void *spry_debug_realloc(void *p, size_t n) {
     if (!p) return spry_debug_alloc(n, 0, SPRY_FAMILY_MALLOC);
-    dbg_lookup_t l = dbg_lookup(p);
+    dbg_lookup_t l = nested_untracked(p) ? (dbg_lookup_t){ DBG_PTR_UNTRACKED, NULL, NULL } : dbg_lookup(p);
     switch (l.kind) {
     case DBG_PTR_TRACKED:
         break;
