@@ -161,8 +161,9 @@ static bool free_tracked(dbg_block_t *b, enum spry_debug_family family, const ch
  * untracked block. Not looked up: a stale header of a tracked block
  * released long ago may lie just before it, sealed, and the lookup took
  * it for that freed block; the report of it waited for the report lock
- * its own thread held (a hang, 1 run in about 100 of stress_exchange
- * under load: getdelim's realloc in dwfl_linux_proc_report). */
+ * its own thread held (a hang, 1 run in about 20 of stress_exchange
+ * two at a time: getdelim's realloc in dwfl_linux_proc_report). A
+ * tracked block's pointer lies inside its core block, never at its start. */
 static bool nested_untracked(const void *p) {
     if (!dbg_inside || spry_chunk_kind(p) == SPRY_CHUNK_FOREIGN) return false;
     spry_page_t *page = spry_block_page(p);
